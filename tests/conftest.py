@@ -1,0 +1,37 @@
+"""Marks every test by the folder it lives in: tests/<kind>/ -> pytest marker <kind>."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+KINDS = ("unit", "charts", "cluster", "engine")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    tests_dir = Path(__file__).parent
+    for item in items:
+        try:
+            kind = Path(item.fspath).relative_to(tests_dir).parts[0]
+        except ValueError:
+            continue
+        if kind in KINDS:
+            item.add_marker(getattr(pytest.mark, kind))
+
+
+def _need(condition: bool, why: str) -> None:
+    """Skip when a prerequisite is missing, except under CI, where a missing kind must fail loudly."""
+    if condition:
+        return
+    import os
+
+    if os.environ.get("CI"):
+        pytest.fail(f"prerequisite missing in CI: {why}", pytrace=False)
+    pytest.skip(why)
+
+
+@pytest.fixture
+def need():
+    """`need(condition, why)`: a test's prerequisite (a built tool, a running cluster)."""
+    return _need

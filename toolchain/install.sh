@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Installs the pinned toolchain into .tools/ (git-ignored).
+# Go tools are built from the Go module proxy in throwaway wrapper modules, once per version,
+# into a cache outside the repo ($KVTIER_CACHE, default ~/.cache/kvtier); .tools/bin links to them.
+# Idempotent: a tool already built at its pinned version is not rebuilt.
+#
+#   toolchain/install.sh            helm3 helm4 helm-unittest ct (+ yamllint, yamale)
+#   toolchain/install.sh cluster    also kube-apiserver, kube-controller-manager, kube-scheduler,
+#                                   kubectl, etcd, kwok, kwokctl
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck disable=SC1091
+source "$root/toolchain/versions.env"
+cache=${KVTIER_CACHE:-$HOME/.cache/kvtier}
+bin="$root/.tools/bin"
+mkdir -p "$bin" "$cache/bin" "$cache/src" "$root/.tools/etc"
+export GOFLAGS="-buildvcs=false -mod=mod"
+export CGO_ENABLED=0
+
+log() { printf '[toolchain] %s\n' "$*" >&2; }
+
+# build NAME VERSION MODULE@VERSION PACKAGE LDFLAGS [REPLACE ...]
+# Builds PACKAGE from a wrapper module requiring MODULE@VERSION; each REPLACE is "old=new@ver".
+build() {
+  local name=$1 version=$2 require=$3 pkg=$4 ldflags=$5
+  shift 5
+  local out="$cache/bin/$name-$version"
+  if [[ ! -x $out ]]; then
+    local src="$cache/src/$name-$version"
+    log "building $name $version (first time only; cached in $cache)"
+    rm -rf "$src" && mkdir -p "$src"
+    {
+      echo "module kvtier.local/build/$name"
+      echo "go 1.26"
+      echo "require ${require%@*} ${require#*@}"
+      for r in "$@"; do
+        local old=${r%%=*} new=${r#*=}
+        echo "replace $old => ${new%@*} ${new#*@}"
+      done
+    } >"$src/go.mod"
+    printf '//go:build tools\n\npackage tools\n\nimport _ "%s"\n' "$pkg" >"$src/tools.go"
+    if ! (cd "$src" && go build -trimpath -ldflags "-s -w $ldflags" -o "$out.tmp" "$pkg") \
+      >"$src/build.log" 2>&1; then
+      log "FAILED to build $name $version from $pkg; log: $src/build.log"
+      tail -20 "$src/build.log" >&2
+      return 1
+    fi
+    mv "$out.tmp" "$out"
+  fi
+  ln -sf "$out" "$bin/$name"
+}
+
+install_helm_tools() {
+  build helm3 "$HELM3_VERSION" "helm.sh/helm/v3@$HELM3_VERSION" helm.sh/helm/v3/cmd/helm \
+    "-X helm.sh/helm/v3/internal/version.version=$HELM3_VERSION"
+  build helm4 "$HELM4_VERSION" "helm.sh/helm/v4@$HELM4_VERSION" helm.sh/helm/v4/cmd/helm \
+    "-X helm.sh/helm/v4/internal/version.version=$HELM4_VERSION"
+  build helm-unittest "$HELM_UNITTEST_VERSION" \
+    "github.com/helm-unittest/helm-unittest@$HELM_UNITTEST_VERSION" \
+    github.com/helm-unittest/helm-unittest/cmd/helm-unittest "" \
+    "github.com/vmware-labs/yaml-jsonpath=$YAML_JSONPATH_REPLACEMENT"
+  build ct "$CHART_TESTING_VERSION" "github.com/helm/chart-testing/v3@$CHART_TESTING_VERSION" \
+    github.com/helm/chart-testing/v3/ct \
+    "-X github.com/helm/chart-testing/v3/ct/cmd.Version=$CHART_TESTING_VERSION"
+  # ct looks for its Chart.yaml schema and yamllint config next to its binary or in $CT_CONFIG_DIR.
+  local ct_src
+  ct_src=$(cd "$cache/src/ct-$CHART_TESTING_VERSION" && go list -m -f '{{.Dir}}' github.com/helm/chart-testing/v3)
+  install -m 0644 "$ct_src/etc/chart_schema.yaml" "$ct_src/etc/lintconf.yaml" "$root/.tools/etc/"
+  # ct calls `helm`; the default helm for tools is Helm 3 (tests pick explicitly).
+  ln -sf "$bin/helm3" "$bin/helm"
+}
+
+install_python_tools() {
+  local python=${PYTHON:-python3}
+  local have
+  have=$("$python" -m pip list --format=freeze 2>/dev/null | grep -Ei '^(yamllint|yamale)==' | sort | tr '\n' ' ' || true)
+  if [[ $have != "yamale==$YAMALE_VERSION yamllint==$YAMLLINT_VERSION " ]]; then
+    log "installing yamllint $YAMLLINT_VERSION, yamale $YAMALE_VERSION"
+    "$python" -m pip install --quiet "yamllint==$YAMLLINT_VERSION" "yamale==$YAMALE_VERSION"
+  fi
+}
+
+install_cluster_tools() {
+  local src="$cache/src/kubernetes-$KUBERNETES_VERSION"
+  local staging_version="v0.${KUBERNETES_VERSION#v1.}"
+  # k8s.io/kubernetes points its staging modules at ./staging; a dependent must map each to its release.
+  local mod_dir replaces=()
+  mod_dir=$(GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+  while read -r m; do replaces+=("$m=$m@$staging_version"); done < <(
+    sed -n 's#^\s*\(k8s.io/[a-z0-9-]*\) => ./staging/.*#\1#p' "$mod_dir/go.mod")
+  local stamp="-X k8s.io/component-base/version.gitVersion=$KUBERNETES_VERSION"
+  stamp+=" -X k8s.io/client-go/pkg/version.gitVersion=$KUBERNETES_VERSION"
+  stamp+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${staging_version#v0.}"
+  for c in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+    build "$c" "$KUBERNETES_VERSION" "k8s.io/kubernetes@$KUBERNETES_VERSION" "k8s.io/kubernetes/cmd/$c" \
+      "$stamp" "${replaces[@]}"
+  done
+  build etcd "$ETCD_VERSION" "go.etcd.io/etcd/server/v3@$ETCD_VERSION" go.etcd.io/etcd/server/v3 \
+    "-X go.etcd.io/etcd/api/v3/version.Version=${ETCD_VERSION#v}"
+  build kwok "$KWOK_VERSION" "sigs.k8s.io/kwok@$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwok \
+    "-X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION"
+  build kwokctl "$KWOK_VERSION" "sigs.k8s.io/kwok@$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwokctl \
+    "-X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION"
+  : "$src"
+}
+
+command -v go >/dev/null || { log "Go is required (https://go.dev); none found on PATH"; exit 2; }
+install_python_tools
+install_helm_tools
+if [[ ${1:-} == cluster ]]; then install_cluster_tools; fi
+log "ready: $(ls "$bin" | tr '\n' ' ')"

@@ -1,0 +1,1 @@
+"""Subcommands of `kvtier`; each module with a `register(subparsers)` function adds one."""

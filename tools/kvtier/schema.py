@@ -1,0 +1,65 @@
+"""The single schema source: schema/<chart>.values.schema.json (+ shared files it references).
+
+Sources may reference other files in schema/ (`{"$ref": "common.defs.json#/$defs/image"}`); each
+chart's values.schema.json is the source with every such file reference inlined, because Helm
+validates a chart's values against that one file. A test fails when a chart's copy drifts.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+from kvtier import paths
+
+SUFFIX = ".values.schema.json"
+
+
+def chart_sources(schema_dir: Path = paths.SCHEMA) -> dict[str, Path]:
+    """Chart name -> its schema source file."""
+    return {p.name.removesuffix(SUFFIX): p for p in sorted(schema_dir.glob(f"*{SUFFIX}"))}
+
+
+def _pointer(document: Any, pointer: str) -> Any:
+    node = document
+    for part in [p for p in pointer.split("/") if p]:
+        node = node[part.replace("~1", "/").replace("~0", "~")]
+    return node
+
+
+def bundle(source: Path) -> dict[str, Any]:
+    """The source schema with every reference to another schema file inlined."""
+    cache: dict[Path, Any] = {}
+
+    def load(path: Path) -> Any:
+        if path not in cache:
+            cache[path] = json.loads(path.read_text())
+        return cache[path]
+
+    def inline(node: Any, base: Path, seen: tuple[str, ...]) -> Any:
+        if isinstance(node, list):
+            return [inline(item, base, seen) for item in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str) and not ref.startswith("#"):
+            file_part, _, pointer = ref.partition("#")
+            target_path = (base.parent / file_part).resolve()
+            key = f"{target_path}#{pointer}"
+            if key in seen:
+                raise ValueError(f"circular $ref {ref} in {base}")
+            target = copy.deepcopy(_pointer(load(target_path), pointer))
+            for meta in ("$schema", "$id"):
+                target.pop(meta, None)
+            resolved = inline(target, target_path, (*seen, key))
+            siblings = {k: inline(v, base, seen) for k, v in node.items() if k != "$ref"}
+            return {**resolved, **siblings}
+        return {k: inline(v, base, seen) for k, v in node.items()}
+
+    return inline(load(source), source, ())
+
+
+def render(schema: dict[str, Any]) -> str:
+    return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"

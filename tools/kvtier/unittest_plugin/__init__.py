@@ -1,0 +1,1 @@
+"""pytest plugin running helm-unittest suites (see plugin.py)."""

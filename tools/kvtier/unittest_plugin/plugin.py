@@ -1,0 +1,1 @@
+"""helm-unittest-compatible pytest plugin: collection hooks are added here."""
