@@ -1,0 +1,44 @@
+"""The `kvtier` entry point: help, version, and argument errors as exit codes, not tracebacks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from kvtier import __version__, cli, exitcodes
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kvtier.cli", *args], capture_output=True, text=True, timeout=60
+    )
+
+
+def test_version_prints_package_version() -> None:
+    result = run_cli("--version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"kvtier {__version__}"
+
+
+def test_help_lists_every_registered_command() -> None:
+    result = run_cli("--help")
+    assert result.returncode == 0
+    parser = cli.build_parser()
+    subcommands = next(a for a in parser._actions if a.dest == "command").choices
+    assert "generate" in subcommands
+    for name in subcommands:
+        assert name in result.stdout
+
+
+def test_no_command_prints_help_and_exits_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main([]) == exitcodes.USAGE
+    assert "usage: kvtier" in capsys.readouterr().out
+
+
+def test_unknown_command_is_a_usage_error_without_traceback() -> None:
+    result = run_cli("no-such-command")
+    assert result.returncode == 2
+    assert "invalid choice" in result.stderr
+    assert "Traceback" not in result.stderr

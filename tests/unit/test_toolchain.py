@@ -1,0 +1,56 @@
+"""The pinned toolchain: one versions file, and no tool version written anywhere else."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+from kvtier import paths, toolchain
+
+# Files where a pinned version may legitimately appear: the versions file itself.
+VERSIONS_FILE = "toolchain/versions.env"
+
+
+def tracked_files() -> list[str]:
+    result = subprocess.run(["git", "ls-files"], cwd=paths.ROOT, capture_output=True, text=True, check=True)
+    return result.stdout.split()
+
+
+def test_versions_file_pins_every_tool_the_install_script_builds() -> None:
+    pinned = toolchain.versions()
+    script = (paths.ROOT / "toolchain" / "install.sh").read_text()
+    used = set(re.findall(r"\$\{?([A-Z0-9_]+_VERSION)\b", script))
+    assert used, "install.sh reads no *_VERSION variable"
+    assert used <= set(pinned), f"install.sh uses versions missing from {VERSIONS_FILE}: {used - set(pinned)}"
+
+
+def test_no_pinned_version_is_written_outside_the_versions_file() -> None:
+    pinned = {key: value for key, value in toolchain.versions().items() if key.endswith("_VERSION")}
+    offenders = []
+    for name in tracked_files():
+        if name == VERSIONS_FILE or not (paths.ROOT / name).is_file():
+            continue
+        text = (paths.ROOT / name).read_text(errors="ignore")
+        for key, version in pinned.items():
+            # a version string next to its tool's name, e.g. "helm v3.22.0" or "yamllint==1.38.0"
+            tool = key.removesuffix("_VERSION").split("_")[0].lower()
+            pattern = rf"{re.escape(tool)}[^\n]{{0,40}}{re.escape(version)}(?![\d.])"
+            if re.search(pattern, text, re.IGNORECASE):
+                offenders.append(f"{name}: {key}={version}")
+    assert not offenders, "tool versions must live only in toolchain/versions.env:\n" + "\n".join(offenders)
+
+
+def test_helm_override_must_be_executable(monkeypatch) -> None:
+    import pytest
+
+    from kvtier.errors import UserError
+
+    monkeypatch.setenv("KVTIER_HELM", "/nonexistent/helm")
+    with pytest.raises(UserError, match="KVTIER_HELM"):
+        toolchain.helm(3)
+
+
+def test_pinned_helm_ignores_the_override_when_asked(monkeypatch, need) -> None:
+    monkeypatch.setenv("KVTIER_HELM", "/nonexistent/helm")
+    need((paths.TOOLS_BIN / "helm3").exists(), "pinned Helm 3 not built (make tools)")
+    assert toolchain.helm(3, allow_override=False) == paths.TOOLS_BIN / "helm3"

@@ -1,0 +1,41 @@
+"""Running the pinned Helm: one place that knows how to call it and how to prepare a chart."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from kvtier import toolchain
+
+
+def run(
+    args: list[str], *, major: int = 3, check: bool = False, timeout: int = 300
+) -> subprocess.CompletedProcess[str]:
+    """`helm <args>` with the pinned Helm of that major version; output captured as text."""
+    binary = toolchain.helm(major, allow_override=False)
+    return subprocess.run([str(binary), *args], capture_output=True, text=True, check=check, timeout=timeout)
+
+
+def dependencies_current(chart: Path) -> bool:
+    """Whether every file:// dependency of a chart is packaged in its charts/ and newer than its source."""
+    import yaml
+
+    meta = yaml.safe_load((chart / "Chart.yaml").read_text()) or {}
+    for dep in meta.get("dependencies") or []:
+        repo = dep.get("repository", "")
+        if not repo.startswith("file://"):
+            continue
+        source = (chart / repo.removeprefix("file://")).resolve()
+        packaged = sorted((chart / "charts").glob(f"{dep['name']}-*.tgz"))
+        if not packaged:
+            return False
+        newest_source = max(p.stat().st_mtime for p in source.rglob("*") if p.is_file())
+        if packaged[-1].stat().st_mtime < newest_source:
+            return False
+    return True
+
+
+def build_dependencies(chart: Path, *, major: int = 3) -> None:
+    """`helm dependency build` when a file:// dependency is missing or older than its source."""
+    if not dependencies_current(chart):
+        run(["dependency", "build", str(chart), "--skip-refresh"], major=major, check=True)
