@@ -4,7 +4,7 @@
 # into a cache outside the repo ($KVTIER_CACHE, default ~/.cache/kvtier); .tools/bin links to them.
 # Idempotent: a tool already built at its pinned version is not rebuilt.
 #
-#   toolchain/install.sh            helm3 helm4 helm-unittest ct (+ yamllint, yamale)
+#   toolchain/install.sh            helm3 helm4 helm-unittest ct registry helm-docs (+ yamllint, yamale)
 #   toolchain/install.sh cluster    also kube-apiserver, kube-controller-manager, kube-scheduler,
 #                                   kubectl, etcd, kwok, kwokctl
 set -euo pipefail
@@ -81,6 +81,15 @@ install_python_tools() {
   fi
 }
 
+install_publish_tools() {
+  # `registry` serves OCI on loopback for the package round-trip test; helm-docs writes README tables.
+  build registry "$DISTRIBUTION_VERSION" "github.com/distribution/distribution/v3@$DISTRIBUTION_VERSION" \
+    github.com/distribution/distribution/v3/cmd/registry \
+    "-X github.com/distribution/distribution/v3/version.version=$DISTRIBUTION_VERSION"
+  build helm-docs "$HELM_DOCS_VERSION" "github.com/norwoodj/helm-docs@$HELM_DOCS_VERSION" \
+    github.com/norwoodj/helm-docs/cmd/helm-docs "-X main.version=${HELM_DOCS_VERSION#v}"
+}
+
 install_cluster_tools() {
   local src="$cache/src/kubernetes-$KUBERNETES_VERSION"
   local staging_version="v0.${KUBERNETES_VERSION#v1.}"
@@ -109,5 +118,6 @@ install_cluster_tools() {
 command -v go >/dev/null || { log "Go is required (https://go.dev); none found on PATH"; exit 2; }
 install_python_tools
 install_helm_tools
+install_publish_tools
 if [[ ${1:-} == cluster ]]; then install_cluster_tools; fi
 log "ready: $(ls "$bin" | tr '\n' ' ')"

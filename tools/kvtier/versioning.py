@@ -1,0 +1,247 @@
+"""Chart versions: semver parsing and the rule that a changed chart carries a higher version.
+
+`changed_without_bump(chart_dir, base_ref)` is what `kvtier lint` calls: it compares the chart's
+files in the working tree with `base_ref` (a git ref such as `origin/main`) and returns a finding
+when something that ends up in the published package changed but `version:` in Chart.yaml did not
+go up. Files the chart's .helmignore leaves out of the package (tests, CI scenarios) do not count.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import subprocess
+from dataclasses import dataclass
+from functools import total_ordering
+from pathlib import Path
+
+import yaml
+
+from kvtier import paths
+from kvtier.errors import UserError
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    reason: str
+    remedy: str
+
+
+# Every release rule, declared once (also used by kvtier.changelog).
+RULES = {
+    rule.id: rule
+    for rule in (
+        Rule(
+            "version-semver",
+            "Chart.yaml `version` must be a semantic version (MAJOR.MINOR.PATCH[-pre][+build])",
+            "write a version such as 0.2.0",
+        ),
+        Rule(
+            "version-bump",
+            "the chart's packaged files changed since the base ref but its version did not go up",
+            "raise `version` in Chart.yaml (patch: fixes, minor: new values, major: breaking values) "
+            "and add a CHANGELOG.md section for it",
+        ),
+        Rule(
+            "version-published",
+            "a chart version in the registry is immutable: `kvtier package` never overwrites it",
+            "raise `version` in Chart.yaml and add a CHANGELOG.md section, then publish again",
+        ),
+        Rule(
+            "changelog-entry",
+            "every chart version has a section in the chart's CHANGELOG.md",
+            "add `## <version> - <YYYY-MM-DD>` with `### Added|Changed|...|Security` entry lists",
+        ),
+        Rule(
+            "artifacthub-changes",
+            "`artifacthub.io/changes` lists the CHANGELOG entries of the chart's current version",
+            "copy the section's entries as `- kind: <added|changed|...>` / `description: <text>` items",
+        ),
+        Rule(
+            "artifacthub-annotation",
+            "Artifact Hub annotations (images, license, links) are present and well formed",
+            "see docs/publishing.md#artifact-hub-annotations",
+        ),
+    )
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One broken rule, located in a file (line 0 when the whole file is meant)."""
+
+    rule: str
+    path: Path
+    line: int
+    message: str
+
+    @property
+    def remedy(self) -> str:
+        return RULES[self.rule].remedy
+
+    def __str__(self) -> str:
+        try:
+            where = self.path.relative_to(paths.ROOT)
+        except ValueError:
+            where = self.path
+        location = f"{where}:{self.line}" if self.line else str(where)
+        return f"{location}: [{self.rule}] {self.message}; {self.remedy}"
+
+
+_SEMVER = re.compile(
+    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(?:-((?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)(?:\.(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*))*))?"
+    r"(?:\+([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?$"
+)
+
+
+@total_ordering
+@dataclass(frozen=True)
+class SemVer:
+    """A semantic version 2.0.0; ordering follows its precedence rules (build metadata ignored)."""
+
+    major: int
+    minor: int
+    patch: int
+    pre: tuple[str, ...] = ()
+    build: str = ""
+
+    @classmethod
+    def parse(cls, text: str) -> SemVer:
+        match = _SEMVER.match(str(text).strip())
+        if not match:
+            raise ValueError(f"{text!r} is not a semantic version (MAJOR.MINOR.PATCH[-pre][+build])")
+        major, minor, patch, pre, build = match.groups()
+        return cls(int(major), int(minor), int(patch), tuple(pre.split(".")) if pre else (), build or "")
+
+    def _key(self) -> tuple:
+        # A release ranks above its pre-releases; numeric identifiers rank below alphanumeric ones.
+        pre = tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in self.pre)
+        return (self.major, self.minor, self.patch, not self.pre, pre)
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, SemVer):
+            return NotImplemented
+        return self._key() < other._key()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SemVer) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __str__(self) -> str:
+        text = f"{self.major}.{self.minor}.{self.patch}"
+        text += f"-{'.'.join(self.pre)}" if self.pre else ""
+        return text + (f"+{self.build}" if self.build else "")
+
+
+def chart_meta(chart_dir: Path) -> dict:
+    path = chart_dir / "Chart.yaml"
+    if not path.is_file():
+        raise UserError(f"{path}: no Chart.yaml; is {chart_dir} a chart directory?")
+    try:
+        meta = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as error:
+        raise UserError(f"{path}: not valid YAML: {error}") from None
+    if not isinstance(meta, dict) or not meta.get("name") or not meta.get("version"):
+        raise UserError(f"{path}: needs `name` and `version` keys")
+    return meta
+
+
+def version_line(chart_dir: Path) -> int:
+    """Line number of `version:` in Chart.yaml (for findings), 0 when not found."""
+    for number, line in enumerate((chart_dir / "Chart.yaml").read_text().splitlines(), 1):
+        if line.startswith("version:"):
+            return number
+    return 0
+
+
+def version_findings(chart_dir: Path) -> list[Finding]:
+    version = str(chart_meta(chart_dir)["version"])
+    try:
+        SemVer.parse(version)
+    except ValueError as error:
+        return [Finding("version-semver", chart_dir / "Chart.yaml", version_line(chart_dir), str(error))]
+    return []
+
+
+def _git(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", "-C", str(paths.ROOT), *args], capture_output=True, text=True, check=False)
+
+
+def _ignore_patterns(chart_dir: Path) -> list[str]:
+    ignore = chart_dir / ".helmignore"
+    if not ignore.is_file():
+        return []
+    lines = (line.strip() for line in ignore.read_text().splitlines())
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def packaged(relative: str, patterns: list[str]) -> bool:
+    """Whether a chart-relative path goes into the package under .helmignore-style patterns.
+
+    Covers the forms charts use: `name`, globs, `dir/` and `!negation`; later lines win.
+    """
+    parts = relative.split("/")
+    included = True
+    for raw in patterns:
+        negate = raw.startswith("!")
+        pattern = raw[1:] if negate else raw
+        directory = pattern.endswith("/")
+        pattern = pattern.rstrip("/").lstrip("/")
+        candidates = parts[:-1] if directory else parts
+        prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts) - (1 if directory else 0))]
+        hit = any(fnmatch.fnmatch(c, pattern) for c in candidates) or any(
+            fnmatch.fnmatch(p, pattern) for p in prefixes
+        )
+        if hit:
+            included = negate
+    return included
+
+
+def changed_files(chart_dir: Path, base_ref: str) -> list[str]:
+    """Chart-relative paths that differ between base_ref and the working tree (untracked included)."""
+    if _git("rev-parse", "--verify", "--quiet", f"{base_ref}^{{commit}}").returncode != 0:
+        raise UserError(
+            f"git ref {base_ref!r} not found in {paths.ROOT}; fetch it first (e.g. `git fetch origin main`)"
+        )
+    rel = chart_dir.resolve().relative_to(paths.ROOT.resolve()).as_posix()
+    diff = _git("diff", "--name-only", base_ref, "--", rel)
+    new = _git("ls-files", "--others", "--exclude-standard", "--", rel)
+    names = set(diff.stdout.split()) | set(new.stdout.split())
+    return sorted(n.removeprefix(rel + "/") for n in names)
+
+
+def changed_without_bump(chart_dir: Path, base_ref: str) -> list[Finding]:
+    """A finding when the chart's packaged content changed since base_ref and its version did not rise."""
+    chart_yaml = chart_dir / "Chart.yaml"
+    rel = chart_yaml.resolve().relative_to(paths.ROOT.resolve()).as_posix()
+    old = _git("show", f"{base_ref}:{rel}")
+    if old.returncode != 0:
+        if _git("rev-parse", "--verify", "--quiet", f"{base_ref}^{{commit}}").returncode != 0:
+            raise UserError(f"git ref {base_ref!r} not found; fetch it first (e.g. `git fetch origin main`)")
+        return []  # a chart new since base_ref: any version is a first release
+    if version_findings(chart_dir):
+        return version_findings(chart_dir)
+    patterns = _ignore_patterns(chart_dir)
+    changed = [f for f in changed_files(chart_dir, base_ref) if packaged(f, patterns)]
+    if not changed:
+        return []
+    current = SemVer.parse(str(chart_meta(chart_dir)["version"]))
+    try:
+        before = SemVer.parse(str((yaml.safe_load(old.stdout) or {}).get("version", "")))
+    except ValueError:
+        return []  # the base had no valid version: nothing to compare against
+    if current > before:
+        return []
+    shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+    return [
+        Finding(
+            "version-bump",
+            chart_yaml,
+            version_line(chart_dir),
+            f"version {current} is not higher than {before} at {base_ref}, but {shown} changed",
+        )
+    ]
