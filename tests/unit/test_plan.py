@@ -1,0 +1,195 @@
+"""The planner against the reference deployment (DESIGN.md section 1) and on its own terms."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kvtier import plan, plan_inputs
+from kvtier.cli import main
+from kvtier.errors import UserError
+from kvtier.plan_data import GIB, REFERENCE
+
+QWEN = plan.known_model("Qwen/Qwen2-7B-Instruct")
+
+
+def qwen() -> plan.ModelSpec:
+    assert QWEN is not None
+    return QWEN
+
+
+def test_qwen2_kv_bytes_per_token_is_57344() -> None:
+    assert qwen().kv_bytes_per_token(2) == 2 * 28 * 4 * 128 * 2 == 57_344
+
+
+def test_reference_l2_read_of_1925_tokens() -> None:
+    nbytes = 1925 * qwen().kv_bytes_per_token(2)
+    assert nbytes / GIB == pytest.approx(0.1028, abs=0.00005)  # the reference's "GB" are GiB
+    timing = plan.reference_timing()
+    assert timing.read_ms(nbytes) == pytest.approx(55.75, rel=0.05)  # at 1.84 GiB/s
+    assert timing.write_ms(nbytes) == pytest.approx(10.7, rel=0.05)  # at 9.6 GiB/s
+
+
+def test_calibrated_speedups_match_reference_or_explain() -> None:
+    """Calibrated with only the 774 ms cold TTFT at 2.5k tokens (the other terms are the defaults).
+
+    2.5k is also one of the points the default per-request terms were derived from, so only 1k and 3k
+    are independent predictions; 3k is outside 20% and must come with the missing term.
+    """
+    bpt = qwen().kv_bytes_per_token(2)
+    timing = plan.calibrate(plan.reference_timing(), 774.0, 2500)
+    rows = {r["tokens"]: r for r in plan.reference_check(timing, bpt)}
+    for tokens, measured in ((1000, 1.7), (2500, 2.7), (3000, 2.2)):
+        row = rows[tokens]
+        assert row["measured"] == measured
+        within = abs(row["predicted"] / measured - 1) <= 0.2
+        assert within or "term it lacks" in row.get("missing_term", ""), row
+        assert within == ("missing_term" not in row)
+    assert abs(rows[1000]["predicted"] / 1.7 - 1) <= 0.2
+    assert abs(rows[2500]["predicted"] / 2.7 - 1) <= 0.2
+
+
+def test_break_even_is_below_1k_tokens_as_the_reference_observed() -> None:
+    bpt = qwen().kv_bytes_per_token(2)
+    be = plan.reference_timing().break_even_tokens(bpt)
+    assert be is not None and 300 < be < 1000
+
+
+def test_a_slower_l2_moves_break_even_up_and_never_when_slower_than_prefill() -> None:
+    bpt = qwen().kv_bytes_per_token(2)
+    fast = plan.reference_timing().break_even_tokens(bpt)
+    slow = plan.reference_timing(read_gib_s=0.5).break_even_tokens(bpt)
+    assert fast is not None and slow is not None and slow > fast
+    assert plan.reference_timing(read_gib_s=0.01).break_even_tokens(bpt) is None
+
+
+def test_qwen2_parameter_count_is_about_7_6b() -> None:
+    assert qwen().params == pytest.approx(7.6e9, rel=0.02)
+
+
+def test_mla_model_counts_the_latent_and_says_so() -> None:
+    spec = plan.known_model("deepseek-v2-lite")
+    assert spec is not None
+    assert spec.kv_bytes_per_token(2) == 27 * (512 + 64) * 2
+    assert any("MLA" in note for note in spec.notes())
+
+
+def test_sliding_window_models_are_flagged() -> None:
+    mistral, gemma = plan.known_model("mistral-7b-v0.1"), plan.known_model("google/gemma-2-9b-it")
+    assert mistral is not None and gemma is not None
+    assert mistral.sliding_window == 4096 and mistral.sliding_layers == 32
+    assert gemma.sliding_layers == 21 and gemma.kv_bytes_per_token(2) == 2 * 42 * 8 * 256 * 2
+    assert any("sliding window" in n for n in gemma.notes())
+    assert not qwen().sliding_window  # use_sliding_window: false in Qwen2's config
+
+
+def test_model_config_file(tmp_path: Path) -> None:
+    cfg = {"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64, "vocab_size": 10}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    spec = plan.load_model_config(path)
+    assert (spec.kv_heads, spec.head_dim) == (4, 16)  # defaults: MHA, hidden / heads
+    assert spec.kv_bytes_per_token(2) == 2 * 2 * 4 * 16 * 2
+
+
+@pytest.mark.parametrize("text", ["{", "[1]", '{"num_hidden_layers": 2}', '{"num_hidden_layers": "x"}'])
+def test_bad_model_config_is_a_user_error(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(text)
+    with pytest.raises(UserError, match=r"config"):
+        plan.load_model_config(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"), [("500Gi", 500 * GIB), ("64G", 64e9), (1024, 1024.0), ("1.5Ti", 1.5 * 2**40)]
+)
+def test_quantities(text: object, expected: float) -> None:
+    assert plan.quantity_bytes(text) == expected
+
+
+def test_bad_quantity_is_a_user_error() -> None:
+    with pytest.raises(UserError, match="500 gigs"):
+        plan.quantity_bytes("500 gigs")
+
+
+def _values(**model: object) -> dict[str, object]:
+    entry = {
+        "name": "qwen",
+        "model": "Qwen/Qwen2-7B-Instruct",
+        "instanceType": "ml.g6e.4xlarge",
+        "resources": {"limits": {"memory": "100Gi"}},
+        **model,
+    }
+    return {
+        "cache": {
+            "chunkSize": 256,
+            "l1": {"enabled": True, "size": "auto"},
+            "l2": {"enabled": True, "claim": {"size": "500Gi"}, "eviction": {"highWatermark": "80%"}},
+        },
+        "models": [entry],
+    }
+
+
+def test_values_drive_tiers() -> None:
+    [(label, d)] = plan_inputs.deployments(_values())
+    caps = plan.capacities(d)
+    assert label == "qwen"
+    assert caps["L1"]["bytes"] == pytest.approx(90 * GIB)  # 100 GiB limit - max(8 GiB, 10%)
+    assert caps["L2"]["bytes"] == pytest.approx(400 * GIB)  # 500 GiB x 80% high watermark
+    expected_l0 = 44.99 * GIB * 0.9 - 2 * GIB - qwen().params * 2
+    assert caps["L0"]["bytes"] == pytest.approx(expected_l0)
+
+
+def test_fp8_kv_cache_halves_bytes_per_token() -> None:
+    [(_, d)] = plan_inputs.deployments(_values(extraArgs=["--kv-cache-dtype", "fp8"]))
+    assert d.model.kv_bytes_per_token(d.kv_dtype_bytes) == 57_344 // 2
+
+
+def test_unknown_model_in_values_asks_for_model_config() -> None:
+    with pytest.raises(UserError, match="--model-config"):
+        plan_inputs.deployments(_values(model="acme/unknown-13b"))
+
+
+def test_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(
+        [
+            "plan",
+            "--model",
+            "qwen2-7b",
+            "--prompt-tokens",
+            "1925",
+            "--cold-ttft-ms",
+            "774",
+            "--reference-check",
+            "--output",
+            "json",
+        ]
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    [model] = out["models"]
+    assert model["kv_bytes_per_token"] == 57_344
+    assert model["prompts"][0]["l2_read_ms"] == pytest.approx(55.75, rel=0.05)
+    assert "GiB = 2^30" in out["units"]
+    assert len(model["reference_check"]) == len(REFERENCE["speedups"])
+
+
+def test_cli_table_with_values_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "env.yaml"
+    import yaml
+
+    path.write_text(yaml.safe_dump(_values()))
+    assert main(["plan", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "57,344 B/token" in out and "break-even" in out and "L2" in out
+
+
+def test_cli_user_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan"]) == 2
+    assert main(["plan", "--model", "nope"]) == 2
+    assert main(["plan", "--model-config", str(tmp_path / "missing.json")]) == 2
+    assert main(["plan", "--model", "qwen2-7b", "--read-gib-s", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "no such file" in err and "must be positive" in err

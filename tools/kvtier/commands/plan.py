@@ -1,0 +1,242 @@
+"""`kvtier plan`: KV bytes per token, tier capacities, L2 transfer times and TTFT cold vs L2 hit."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from kvtier import exitcodes, plan, plan_inputs
+from kvtier.errors import UserError
+from kvtier.plan_data import GIB, KNOWN_MODELS, REFERENCE
+from kvtier.validate import loader
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "plan", help="size the KV tiers and predict L2 times and TTFT for an environment"
+    )
+    p.add_argument("file", nargs="?", type=Path, help="environment values file (models[], cache)")
+    p.add_argument("--model-config", type=Path, help="Hugging Face config.json of the model (any model)")
+    p.add_argument("--model", help=f"a shipped model instead of a values file ({', '.join(KNOWN_MODELS)})")
+    p.add_argument("--dtype", default="float16", help="weights/KV dtype without a values file")
+    p.add_argument(
+        "--prompt-tokens",
+        type=int,
+        nargs="+",
+        default=[1000, 2500, 3000],
+        help="prompt lengths to predict for (tokens)",
+    )
+    p.add_argument(
+        "--gpu-memory-gib", type=float, help="memory per GPU (GiB) when the instance type is unknown"
+    )
+    p.add_argument("--l1-gib", type=float, default=0.0, help="L1 per replica (GiB) without a values file")
+    p.add_argument("--l2-gib", type=float, default=0.0, help="L2 pool (GiB) without a values file")
+    p.add_argument("--write-gib-s", type=float, default=REFERENCE["l2_write_gib_s"], help="L2 write GiB/s")
+    p.add_argument(
+        "--read-gib-s", type=float, default=REFERENCE["l2_read_gib_s"], help="L2 cross-node read GiB/s"
+    )
+    p.add_argument(
+        "--cold-ttft-ms", type=float, help="a measured cold TTFT (ms) to derive prefill throughput"
+    )
+    p.add_argument(
+        "--cold-ttft-tokens",
+        type=int,
+        default=REFERENCE["ttft_tokens"],
+        help="prompt length of --cold-ttft-ms",
+    )
+    p.add_argument(
+        "--prefill-tps", type=float, help="prefill throughput (tokens/s), instead of a measurement"
+    )
+    p.add_argument("--request-overhead-ms", type=float, help="per-request time caching does not remove")
+    p.add_argument(
+        "--hit-overhead-ms", type=float, help="fixed extra time of an L2 hit (lookups, file opens)"
+    )
+    p.add_argument(
+        "--reference-check",
+        action="store_true",
+        help="compare predicted speedups with the reference deployment's measurements",
+    )
+    p.add_argument("--output", choices=("table", "json"), default="table")
+    p.set_defaults(func=run)
+
+
+def _spec(args: argparse.Namespace) -> plan.ModelSpec | None:
+    if args.model_config:
+        return plan.load_model_config(plan_inputs.model_source_path(args.model_config))
+    if args.model:
+        spec = plan.known_model(args.model)
+        if spec is None:
+            raise UserError(
+                f"--model {args.model!r} is not shipped ({', '.join(KNOWN_MODELS)}); "
+                "use --model-config <config.json>"
+            )
+        return spec
+    return None
+
+
+def _timing(args: argparse.Namespace) -> plan.Timing:
+    for name in ("write_gib_s", "read_gib_s", "prefill_tps", "cold_ttft_ms"):
+        value = getattr(args, name)
+        if value is not None and value <= 0:
+            raise UserError(f"--{name.replace('_', '-')} must be positive, got {value}")
+    timing = plan.reference_timing(args.read_gib_s, args.write_gib_s)
+    if args.request_overhead_ms is not None or args.hit_overhead_ms is not None:
+        timing = plan.Timing(
+            args.request_overhead_ms if args.request_overhead_ms is not None else timing.request_ms,
+            args.hit_overhead_ms if args.hit_overhead_ms is not None else timing.hit_ms,
+            timing.prefill_tps,
+            timing.read_gib_s,
+            timing.write_gib_s,
+            "flags",
+        )
+    if args.prefill_tps:
+        timing = plan.Timing(
+            timing.request_ms,
+            timing.hit_ms,
+            args.prefill_tps,
+            timing.read_gib_s,
+            timing.write_gib_s,
+            f"prefill {args.prefill_tps:g} tokens/s",
+        )
+    elif args.cold_ttft_ms:
+        timing = plan.calibrate(timing, args.cold_ttft_ms, args.cold_ttft_tokens)
+    return timing
+
+
+def compute(args: argparse.Namespace) -> dict[str, Any]:
+    spec = _spec(args)
+    if args.file:
+        values = loader.load(args.file).data
+        inputs = plan_inputs.deployments(values, spec, args.gpu_memory_gib, str(args.file))
+    elif spec:
+        inputs = [
+            (
+                spec.name,
+                plan_inputs.from_flags(
+                    spec, args.dtype, args.gpu_memory_gib or 0.0, args.l1_gib, args.l2_gib
+                ),
+            )
+        ]
+    else:
+        raise UserError("give a values FILE, --model NAME or --model-config config.json")
+    if any(n <= 0 for n in args.prompt_tokens):
+        raise UserError("--prompt-tokens must be positive")
+    out: dict[str, Any] = {"units": "GiB = 2^30 bytes; bandwidth GiB/s; time ms", "models": []}
+    for label, d in inputs:
+        bpt = d.model.kv_bytes_per_token(d.kv_dtype_bytes)
+        timing = _timing(args)
+        caps = plan.capacities(d)
+        entry = {
+            "name": label,
+            "model": d.model.name,
+            "layers": d.model.layers,
+            "kv_heads": d.model.kv_heads,
+            "head_dim": d.model.head_dim,
+            "kv_dtype_bytes": d.kv_dtype_bytes,
+            "kv_bytes_per_token": bpt,
+            "params": d.model.params,
+            "notes": d.model.notes() + d.notes,
+            "replicas": d.replicas,
+            "tiers": {
+                t: {**v, "prompts": {n: v["tokens"] / n for n in args.prompt_tokens}}
+                for t, v in caps.items()
+                if t != "weights"
+            },
+            "weights_gib": caps["weights"]["bytes"] / GIB,
+            "prompts": [plan.prompt_row(d, timing, n) for n in args.prompt_tokens],
+            "break_even_tokens": timing.break_even_tokens(bpt),
+            "timing": {
+                "request_ms": timing.request_ms,
+                "hit_ms": timing.hit_ms,
+                "prefill_tps": timing.prefill_tps,
+                "read_gib_s": timing.read_gib_s,
+                "write_gib_s": timing.write_gib_s,
+                "calibration": timing.source,
+            },
+        }
+        if args.reference_check:
+            entry["reference_check"] = plan.reference_check(timing, bpt)
+        out["models"].append(entry)
+    return out
+
+
+def _print(result: dict[str, Any]) -> None:
+    console = Console(width=max(Console().width, 120))
+    for m in result["models"]:
+        console.print(
+            f"[bold]{m['name']}[/bold] ({m['model']}): {m['layers']} layers x {m['kv_heads']} KV heads x "
+            f"{m['head_dim']} dim x {m['kv_dtype_bytes']} B x 2 (K,V) = [bold]{m['kv_bytes_per_token']:,} "
+            f"B/token[/bold]; weights {m['weights_gib']:.2f} GiB ({m['params'] / 1e9:.2f}B params)"
+        )
+        for note in m["notes"]:
+            console.print(f"  note: {note}", style="yellow")
+        tiers = Table(title="capacity (L0, L1 per replica; L2 shared)", title_justify="left")
+        for col in (
+            "tier",
+            "GiB",
+            "tokens",
+            *(f"prompts of {n}" for n in next(iter(m["tiers"].values()))["prompts"]),
+        ):
+            tiers.add_column(col, justify="right")
+        for tier, v in m["tiers"].items():
+            tiers.add_row(
+                tier,
+                f"{v['bytes'] / GIB:,.2f}",
+                f"{v['tokens']:,.0f}",
+                *(f"{p:,.0f}" for p in v["prompts"].values()),
+            )
+        console.print(tiers)
+        t = m["timing"]
+        rows = Table(
+            title=f"per prompt (L2 write {t['write_gib_s']} GiB/s, read {t['read_gib_s']} GiB/s; prefill "
+            f"{t['prefill_tps']:,.0f} tok/s, request {t['request_ms']:.0f} ms, hit {t['hit_ms']:.0f} ms; "
+            f"calibration: {t['calibration']})",
+            title_justify="left",
+        )
+        for col in (
+            "tokens",
+            "KV GiB",
+            "L2 write ms",
+            "L2 read ms",
+            "TTFT cold ms",
+            "TTFT L2 hit ms",
+            "speedup",
+        ):
+            rows.add_column(col, justify="right")
+        for r in m["prompts"]:
+            rows.add_row(
+                f"{r['tokens']:,}",
+                f"{r['kv_gib']:.4f}",
+                f"{r['l2_write_ms']:.2f}",
+                f"{r['l2_read_ms']:.2f}",
+                f"{r['cold_ttft_ms']:.0f}",
+                f"{r['hit_ttft_ms']:.0f}",
+                f"{r['speedup']:.2f}x",
+            )
+        console.print(rows)
+        be = m["break_even_tokens"]
+        console.print(
+            f"break-even prompt length: {be:,.0f} tokens (below it, recomputing beats an L2 hit)"
+            if be is not None
+            else "break-even: never (reading from L2 is slower than prefill per token)"
+        )
+        for r in m.get("reference_check", []):
+            verdict = "within 20%" if "missing_term" not in r else f"outside 20%: {r['missing_term']}"
+            console.print(
+                f"  reference {r['tokens']:>5} tokens: measured {r['measured']:.2f}x, predicted "
+                f"{r['predicted']:.2f}x ({r['off']:+.0%}) {verdict}"
+            )
+
+
+def run(args: argparse.Namespace) -> int:
+    result = compute(args)
+    if args.output == "json":
+        print(json.dumps(result, indent=2, default=str))
+    else:
+        _print(result)
+    return exitcodes.OK

@@ -1,0 +1,129 @@
+"""Data for `kvtier plan`: known model configs, GPU instance types and the reference measurements.
+
+Model entries use Hugging Face `config.json` key names, so a shipped model and a user's
+`--model-config` go through the same parser (kvtier.plan.ModelSpec.from_hf_config). Only the keys the
+planner needs are kept; `num_parameters` is added where the parameter count cannot be derived from the
+config alone (mixture-of-experts). Figures are from each model's published config.json.
+
+Units: every "GiB" is 2**30 bytes, every "GiB/s" is 2**30 bytes per second (the reference's "GB" are
+binary: DESIGN.md section 4).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# name -> (Hugging Face repo ids that map to it, config.json subset)
+KNOWN_MODELS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
+    "qwen2-7b": (
+        ("Qwen/Qwen2-7B", "Qwen/Qwen2-7B-Instruct"),
+        {
+            "model_type": "qwen2",
+            "num_hidden_layers": 28,
+            "num_attention_heads": 28,
+            "num_key_value_heads": 4,
+            "hidden_size": 3584,
+            "intermediate_size": 18944,
+            "vocab_size": 152064,
+            "tie_word_embeddings": False,
+            "torch_dtype": "bfloat16",
+            "sliding_window": 131072,
+            "use_sliding_window": False,
+        },
+    ),
+    "llama-3.1-8b": (
+        (
+            "meta-llama/Llama-3.1-8B",
+            "meta-llama/Llama-3.1-8B-Instruct",
+            "meta-llama/Meta-Llama-3.1-8B-Instruct",
+        ),
+        {
+            "model_type": "llama",
+            "num_hidden_layers": 32,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "hidden_size": 4096,
+            "intermediate_size": 14336,
+            "vocab_size": 128256,
+            "tie_word_embeddings": False,
+            "torch_dtype": "bfloat16",
+        },
+    ),
+    "mistral-7b-v0.1": (
+        ("mistralai/Mistral-7B-v0.1", "mistralai/Mistral-7B-Instruct-v0.1"),
+        {
+            "model_type": "mistral",
+            "num_hidden_layers": 32,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "hidden_size": 4096,
+            "intermediate_size": 14336,
+            "vocab_size": 32000,
+            "tie_word_embeddings": False,
+            "torch_dtype": "bfloat16",
+            "sliding_window": 4096,
+        },
+    ),
+    "gemma-2-9b": (
+        ("google/gemma-2-9b", "google/gemma-2-9b-it"),
+        {
+            "model_type": "gemma2",
+            "num_hidden_layers": 42,
+            "num_attention_heads": 16,
+            "num_key_value_heads": 8,
+            "head_dim": 256,
+            "hidden_size": 3584,
+            "intermediate_size": 14336,
+            "vocab_size": 256000,
+            "tie_word_embeddings": True,
+            "torch_dtype": "float32",
+            # every other layer attends to a 4,096-token window (Gemma 2 alternates local/global)
+            "sliding_window": 4096,
+            "layer_types": ["sliding_attention", "full_attention"] * 21,
+        },
+    ),
+    "deepseek-v2-lite": (
+        ("deepseek-ai/DeepSeek-V2-Lite", "deepseek-ai/DeepSeek-V2-Lite-Chat"),
+        {
+            "model_type": "deepseek_v2",
+            "num_hidden_layers": 27,
+            "num_attention_heads": 16,
+            "num_key_value_heads": 16,
+            "hidden_size": 2048,
+            "kv_lora_rank": 512,
+            "qk_rope_head_dim": 64,
+            "qk_nope_head_dim": 128,
+            "v_head_dim": 128,
+            "vocab_size": 102400,
+            "torch_dtype": "bfloat16",
+            "num_parameters": 15.7e9,  # mixture of experts: not derivable from the dense formula
+        },
+    ),
+}
+
+GIB = 2**30
+
+# GPU instance types: (GPU model, GPUs, usable memory per GPU in GiB as the driver reports it, host GiB)
+INSTANCE_TYPES: dict[str, tuple[str, int, float, float]] = {
+    "ml.g5.4xlarge": ("A10G", 1, 22.49, 64),
+    "ml.g5.12xlarge": ("A10G", 4, 22.49, 192),
+    "ml.g6.4xlarge": ("L4", 1, 22.49, 64),
+    "ml.g6.16xlarge": ("L4", 1, 22.49, 256),
+    "ml.g6e.4xlarge": ("L40S", 1, 44.99, 128),
+    "ml.g6e.12xlarge": ("L40S", 4, 44.99, 384),
+    "ml.p4d.24xlarge": ("A100-40GB", 8, 40.0, 1152),
+    "ml.p5.48xlarge": ("H100-80GB", 8, 79.65, 2048),
+}
+
+# The reference deployment (DESIGN.md section 1): Qwen2-7B-Instruct fp16, 256-token chunks, A10G nodes.
+REFERENCE = {
+    "model": "qwen2-7b",
+    "l2_write_gib_s": 9.6,  # 0.1028 GiB written in 10.7 ms
+    "l2_read_gib_s": 1.84,  # 0.1028 GiB read across nodes in 55.75 ms
+    "read_tokens": 1925,
+    "read_ms": 55.75,
+    "cold_ttft_ms": 774.0,  # at 2,500 tokens
+    "hit_ttft_ms": 287.0,  # at 2,500 tokens, L2 hit
+    "ttft_tokens": 2500,
+    "speedups": {500: 0.99, 1000: 1.7, 2500: 2.7, 3000: 2.2},
+}

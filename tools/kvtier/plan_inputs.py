@@ -1,0 +1,131 @@
+"""Turn an environment values file (the umbrella's values model) into planner inputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kvtier.errors import UserError
+from kvtier.plan import DTYPE_BYTES, Deployment, ModelSpec, gpu_for, known_model, quantity_bytes
+from kvtier.plan_data import GIB, KNOWN_MODELS
+
+# Host memory an engine pod needs besides L1 (Python, CUDA context, tokenizer, model loading buffers).
+L1_HEADROOM_GIB = 8.0
+L1_HEADROOM_FRACTION = 0.1
+
+
+def l1_budget_gib(memory_limit_bytes: float) -> float:
+    """Largest L1 that fits a pod memory limit with headroom (what `l1.size: auto` may use)."""
+    limit = memory_limit_bytes / GIB
+    return max(limit - max(L1_HEADROOM_GIB, L1_HEADROOM_FRACTION * limit), 0.0)
+
+
+def _get(tree: Any, *keys: str, default: Any = None) -> Any:
+    for key in keys:
+        if not isinstance(tree, dict) or key not in tree:
+            return default
+        tree = tree[key]
+    return tree
+
+
+def kv_dtype_bytes(model_entry: dict[str, Any], model_dtype_bytes: int) -> int:
+    """KV cache dtype: `--kv-cache-dtype` in extraArgs if set, else the model dtype (vLLM's `auto`)."""
+    args = [str(a) for a in model_entry.get("extraArgs") or []]
+    for i, arg in enumerate(args):
+        value = arg.split("=", 1)[1] if arg.startswith("--kv-cache-dtype=") else None
+        if arg == "--kv-cache-dtype" and i + 1 < len(args):
+            value = args[i + 1]
+        if value and value != "auto":
+            return 1 if value.startswith("fp8") else DTYPE_BYTES.get(value, model_dtype_bytes)
+    return model_dtype_bytes
+
+
+def deployments(
+    values: dict[str, Any],
+    override: ModelSpec | None = None,
+    gpu_mem_gib: float | None = None,
+    source: str = "values",
+) -> list[tuple[str, Deployment]]:
+    """One planner input per entry of `models[]`."""
+    models = values.get("models") or []
+    if not isinstance(models, list) or not models:
+        raise UserError(f"{source}: no models[] to plan for")
+    cache = values.get("cache") or {}
+    out = []
+    for index, entry in enumerate(models):
+        if not isinstance(entry, dict):
+            raise UserError(f"{source}: models[{index}] is not a mapping")
+        label = str(entry.get("name") or f"models[{index}]")
+        model_id = str(entry.get("model") or "")
+        spec = override or known_model(model_id)
+        if spec is None:
+            raise UserError(
+                f"{source}: models[{index}].model {model_id!r} has no shipped config; pass --model-config "
+                f"<its config.json> (shipped: {', '.join(KNOWN_MODELS)})"
+            )
+        dtype = str(entry.get("dtype") or "auto")
+        if dtype == "auto":
+            dtype = "float16" if spec.dtype == "float32" else spec.dtype
+        dtype_bytes = DTYPE_BYTES.get(dtype, 2)
+        gpus = int(entry.get("gpusPerReplica") or 1)
+        gpu = gpu_for(entry.get("instanceType"))
+        memory = gpu_mem_gib if gpu_mem_gib is not None else (gpu[2] if gpu else 0.0)
+        l1_size = _get(cache, "l1", "size", default=0)
+        l1_enabled = _get(cache, "l1", "enabled", default=True)
+        limit = _get(entry, "resources", "limits", "memory")
+        if not l1_enabled:
+            l1 = 0.0
+        elif l1_size == "auto":
+            l1 = l1_budget_gib(quantity_bytes(limit)) if limit else 0.0
+        else:
+            l1 = float(l1_size or 0)
+        l2 = 0.0
+        if _get(cache, "l2", "enabled", default=False):
+            l2 = quantity_bytes(_get(cache, "l2", "claim", "size", default=0)) / GIB
+        high = str(_get(cache, "l2", "eviction", "highWatermark", default="100%")).rstrip("%")
+        notes = (
+            []
+            if gpu or gpu_mem_gib is not None
+            else [
+                f"{label}: instance type {entry.get('instanceType')!r} unknown; give --gpu-memory-gib for L0"
+            ]
+        )
+        out.append(
+            (
+                label,
+                Deployment(
+                    model=spec,
+                    dtype_bytes=dtype_bytes,
+                    kv_dtype_bytes=kv_dtype_bytes(entry, dtype_bytes),
+                    replicas=int(entry.get("replicas") or 1),
+                    gpus_per_replica=gpus,
+                    gpu_mem_gib=memory,
+                    gpu_util=float(entry.get("gpuMemoryUtilization") or 0.9),
+                    l1_gib=l1,
+                    l2_gib=l2,
+                    l2_usable=float(high) / 100,
+                    chunk=int(cache.get("chunkSize") or 256),
+                    notes=notes,
+                ),
+            )
+        )
+    return out
+
+
+def from_flags(spec: ModelSpec, dtype: str, gpu_mem_gib: float, l1_gib: float, l2_gib: float) -> Deployment:
+    """A planner input without a values file (`kvtier plan --model ...`)."""
+    dtype_bytes = DTYPE_BYTES.get(dtype, 2)
+    return Deployment(
+        model=spec,
+        dtype_bytes=dtype_bytes,
+        kv_dtype_bytes=dtype_bytes,
+        gpu_mem_gib=gpu_mem_gib,
+        l1_gib=l1_gib,
+        l2_gib=l2_gib,
+    )
+
+
+def model_source_path(path: Path) -> Path:
+    if not path.is_file():
+        raise UserError(f"--model-config {path}: no such file")
+    return path
