@@ -10,6 +10,7 @@ Order of work, so that a refusal leaves the registry untouched:
 
 from __future__ import annotations
 
+import difflib
 import shutil
 import subprocess
 import tempfile
@@ -41,7 +42,9 @@ def discover(names: list[str] | None = None, charts_dir: Path | None = None) -> 
     available = {p.name: p for p in sorted(root.iterdir()) if (p / "Chart.yaml").is_file()}
     unknown = sorted(set(names or []) - set(available))
     if unknown:
-        raise UserError(f"no chart named {', '.join(unknown)} in {root}; charts: {', '.join(available)}")
+        close = difflib.get_close_matches(unknown[0], list(available), n=1)
+        hint = f"did you mean {close[0]}?" if close else f"charts: {', '.join(available)}"
+        raise UserError(f"no chart named {', '.join(unknown)} in {root}; {hint}")
     chosen = [available[n] for n in (names or available)]
     ordered: list[Path] = []
 

@@ -16,8 +16,6 @@ from pathlib import Path
 from kvtier import toolchain
 from kvtier.errors import UserError
 
-_NOT_FOUND = re.compile(r"not found|manifest unknown|name unknown|404", re.IGNORECASE)
-
 
 @dataclass(frozen=True)
 class Registry:
@@ -27,6 +25,7 @@ class Registry:
     plain_http: bool = False
     registry_config: Path | None = None  # None: Helm's own ($HELM_REGISTRY_CONFIG or its default)
     helm_major: int = 3
+    allow_override: bool = True  # honour $KVTIER_HELM (tests pin Helm with False)
 
     def __post_init__(self) -> None:
         if not re.match(r"^oci://[^/\s]+(/[^\s]*)?$", self.url):
@@ -54,7 +53,7 @@ class Registry:
     def helm(
         self, args: list[str], *, stdin: str | None = None, timeout: int = 300
     ) -> subprocess.CompletedProcess[str]:
-        binary = toolchain.helm(self.helm_major)
+        binary = toolchain.helm(self.helm_major, allow_override=self.allow_override)
         extra = ["--plain-http"] if self.plain_http else []
         config = ["--registry-config", str(self.registry_config)] if self.registry_config else []
         return subprocess.run(
@@ -78,7 +77,9 @@ class Registry:
         result = self.helm(["show", "chart", self.ref(chart), "--version", version])
         if result.returncode == 0:
             return True
-        if _NOT_FOUND.search(result.stderr):
+        # Helm (3 and 4) reports an absent tag or repository as "<host>/<path>:<tag>: not found";
+        # anything else (no credentials, refused connection, TLS) means we cannot tell.
+        if f"{self.ref(chart).removeprefix('oci://')}:{tag(version)}: not found" in result.stderr:
             return False
         raise UserError(
             f"cannot check {self.ref(chart)}:{version} (so nothing was pushed): {_message(result)}"
