@@ -1,0 +1,184 @@
+"""Run every check of `kvtier validate` over environment files and collect one report per file.
+
+Order: load (with positions) -> schema -> rules on the effective values -> render with Helm 3 and 4
+in parallel (all files at once) -> per render: Kubernetes schemas per minor, LMCache, Curvine, policy.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kvtier import exitcodes, paths
+from kvtier.errors import UserError
+from kvtier.validate import configs, kube, loader, merge, render, rules, schema_check
+from kvtier.validate.deployed import release_values
+from kvtier.validate.findings import CURVINE, LMCACHE, POLICY, RULES, SCHEMA, UNAVAILABLE, FileReport, Finding
+
+PSS_LABEL = "pod-security.kubernetes.io/enforce"
+
+
+@dataclass
+class Options:
+    render: bool = True
+    helm_majors: tuple[int, ...] = (3, 4)
+    minors: tuple[str, ...] = kube.DEFAULT_MINORS
+    release: str = "kvtier"
+    namespace: str = "kvtier"
+    kube_context: str | None = None
+    kubeconfig: str | None = None
+    pod_security: dict[str, str] = field(default_factory=dict)
+    jobs: int = max(os.cpu_count() or 2, 2)
+    schema_source: Path | None = None
+
+
+def collect(args: list[str]) -> list[Path]:
+    """Files to validate: each FILE, every *.yaml/*.yml in each DIR; default values/."""
+    found: list[Path] = []
+    for arg in args or [str(paths.VALUES)]:
+        path = Path(arg)
+        if path.is_dir():
+            files = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+            if not files:
+                raise UserError(f"{path}: no *.yaml values files in this directory")
+            found.extend(files)
+        elif path.exists():
+            found.append(path)
+        else:
+            raise UserError(f"{path}: no such file or directory")
+    return found
+
+
+def check_values(
+    path: Path, options: Options, deployed: dict[str, Any] | None = None
+) -> tuple[FileReport, Any]:
+    """Load, schema and rules layers (in-process, no Helm). Returns the report and the loaded file."""
+    report = FileReport(str(path))
+    try:
+        loaded = loader.load(path)
+    except UserError as error:
+        report.fatal = str(error)
+        return report, None
+    report.add(SCHEMA, schema_check.check(loaded, options.schema_source))
+    ctx = rules.ValuesContext(merge.effective(loaded.data), loaded, deployed)
+    report.add(RULES, rules.run_values(ctx))
+    if options.kube_context is None:
+        report.checks[RULES].detail += (
+            "; " if report.checks[RULES].detail else ""
+        ) + "no --kube-context: deployed master count not compared"
+    return report, loaded
+
+
+def check_render(report: FileReport, renders: list[render.Render], options: Options) -> None:
+    """Kubernetes schemas, config files and policy over the renders of one file."""
+    good = [r for r in renders if not r.error]
+    if not good:
+        for check in [*(f"k8s {m}" for m in options.minors), LMCACHE, CURVINE, POLICY]:
+            report.skip(check, "nothing rendered")
+        return
+    unique: dict[str, dict[str, Any]] = {}
+    for r in good:
+        for m in r.manifests:
+            unique.setdefault(repr(sorted(m.items(), key=str)), m)
+    manifests = list(unique.values())
+    for minor in options.minors:
+        findings, uncovered = [], set()
+        for m in manifests:
+            errors = kube.check(m, minor)
+            if errors is None:
+                uncovered.add(str(m.get("kind")))
+                continue
+            findings += [
+                Finding(f"k8s {minor}", "k8s.schema", e, report.file, subject=_subject(m)) for e in errors
+            ]
+        detail = f"{len(manifests) - sum(m.get('kind') in uncovered for m in manifests)} objects"
+        if uncovered:
+            kinds = ", ".join(sorted(uncovered))
+            detail += f"; no schema for {kinds} (custom resources: checked by the cluster tests)"
+        report.add(f"k8s {minor}", findings, detail if not findings else "")
+    for check in (LMCACHE, CURVINE):
+        found, why = configs.run(good[0].manifests, check, report.file)
+        if found is None:
+            report.skip(
+                check,
+                why,
+                UNAVAILABLE if "missing" in why or "has none" in why or "failed" in why else "skipped",
+            )
+        else:
+            report.add(check, found, why if not found else "")
+    levels = {
+        (m.get("metadata") or {}).get("name"): ((m.get("metadata") or {}).get("labels") or {}).get(PSS_LABEL)
+        for m in manifests
+        if m.get("kind") == "Namespace"
+    }
+    levels = {k: v for k, v in levels.items() if k and v} | options.pod_security
+    ctx = rules.ManifestsContext(manifests, options.namespace, levels)
+    report.add(POLICY, rules.run_manifests(ctx, report.file))
+
+
+def _subject(m: dict[str, Any]) -> str:
+    return f"{m.get('kind')}/{(m.get('metadata') or {}).get('name')}"
+
+
+def validate(files: list[Path], options: Options) -> list[FileReport]:
+    deployed = None
+    if options.kube_context:
+        deployed = release_values(
+            options.kube_context, options.release, options.namespace, options.kubeconfig
+        )
+    reports, loaded = [], []
+    for path in files:
+        report, data = check_values(path, options, deployed)
+        reports.append(report)
+        loaded.append(data)
+    if not options.render:
+        return reports
+    problem = render.ensure_dependencies()
+    kube_version = f"{options.minors[0]}.0"
+    with ThreadPoolExecutor(max_workers=options.jobs) as pool:
+        futures: list[list[Future[render.Render]]] = []
+        for path, report, data in zip(files, reports, loaded, strict=True):
+            blocked = problem or ("unusable input" if data is None else "")
+            blocked = blocked or (
+                "schema errors (Helm would refuse the values)" if report.checks[SCHEMA].status != "ok" else ""
+            )
+            if blocked:
+                for major in options.helm_majors:
+                    report.skip(f"render helm{major}", blocked)
+                futures.append([])
+                continue
+            futures.append(
+                [
+                    pool.submit(render.render, path, major, options.release, options.namespace, kube_version)
+                    for major in options.helm_majors
+                ]
+            )
+        for report, pending in zip(reports, futures, strict=True):
+            if not pending:
+                if report.fatal is None or not report.fatal:
+                    check_render(report, [], options)
+                continue
+            renders = [f.result() for f in pending]
+            for r in renders:
+                findings = (
+                    [Finding(f"render helm{r.major}", "render.error", r.error, report.file)]
+                    if r.error
+                    else []
+                )
+                report.add(
+                    f"render helm{r.major}", findings, f"{len(r.manifests)} objects" if not r.error else ""
+                )
+            check_render(report, renders, options)
+    return reports
+
+
+def exit_code(reports: list[FileReport]) -> int:
+    if any(r.fatal for r in reports):
+        return exitcodes.USAGE
+    return exitcodes.FINDINGS if any(r.failed for r in reports) else exitcodes.OK
+
+
+__all__ = ["RULES", "Options", "collect", "exit_code", "validate"]

@@ -1,0 +1,73 @@
+"""What every check returns: findings (problems with a location) and a status per check."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# Check names, in the order the summary shows them. k8s schema checks are "k8s <minor>".
+SCHEMA, RULES, LMCACHE, CURVINE, POLICY = "schema", "rules", "LMCache config", "Curvine TOML", "policy"
+
+OK, FAILED, SKIPPED, UNAVAILABLE = "ok", "failed", "skipped", "not available"
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str  # one of the check names above, "render helm<N>" or "k8s <minor>"
+    rule: str  # stable id: a rule id, or "schema.<keyword>", "k8s.schema", "render.error"
+    message: str
+    file: str = ""
+    line: int | None = None
+    column: int | None = None
+    path: str = ""  # key path in the values (models[0].dtype) or in a manifest (spec.template...)
+    subject: str = ""  # the manifest it is about (Deployment/x), when not the values file
+    expected: str = ""
+    suggestion: str = ""
+    reason: str = ""  # a rule's one-line why
+    severity: str = "error"
+
+    def location(self) -> str:
+        if not self.file:
+            return self.subject
+        where = f"{self.file}:{self.line}:{self.column}" if self.line else self.file
+        return f"{where} ({self.subject})" if self.subject else where
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v not in ("", None)}
+
+
+@dataclass
+class CheckStatus:
+    status: str  # OK | FAILED | SKIPPED | UNAVAILABLE
+    detail: str = ""  # why skipped/unavailable, or a count/summary
+
+
+@dataclass
+class FileReport:
+    file: str
+    checks: dict[str, CheckStatus] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+    fatal: str = ""  # unusable input: nothing else could run
+
+    def add(self, check: str, findings: list[Finding], detail: str = "") -> None:
+        self.findings.extend(findings)
+        errors = [f for f in findings if f.severity == "error"]
+        status = FAILED if errors else OK
+        if not detail:
+            detail = f"{len(errors)} error(s)" if errors else ""
+        self.checks[check] = CheckStatus(status, detail)
+
+    def skip(self, check: str, why: str, status: str = SKIPPED) -> None:
+        self.checks[check] = CheckStatus(status, why)
+
+    @property
+    def failed(self) -> bool:
+        return any(f.severity == "error" for f in self.findings)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "fatal": self.fatal or None,
+            "checks": {name: asdict(status) for name, status in self.checks.items()},
+            "findings": [f.to_json() for f in self.findings],
+        }

@@ -1,0 +1,264 @@
+"""Rules over the rendered manifests: images, resources, security, probes, Pod Security, RBAC, secrets."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from kvtier.validate.findings import POLICY
+from kvtier.validate.rules import Hit, ManifestsContext, rule
+
+WORKLOADS = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob", "Pod"}
+LONG_RUNNING = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet"}
+LEVELS = ("restricted", "baseline", "privileged")
+# Pod Security Standards volume types allowed at `restricted`.
+RESTRICTED_VOLUMES = {
+    "configMap",
+    "csi",
+    "downwardAPI",
+    "emptyDir",
+    "ephemeral",
+    "persistentVolumeClaim",
+    "projected",
+    "secret",
+    "name",
+}
+BASELINE_CAPS = {
+    "AUDIT_WRITE",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "MKNOD",
+    "NET_BIND_SERVICE",
+    "SETFCAP",
+    "SETGID",
+    "SETPCAP",
+    "SETUID",
+    "SYS_CHROOT",
+}
+_SECRET_ENV = re.compile(r"(TOKEN|PASSWORD|PASSWD|API_KEY|APIKEY|SECRET_KEY|ACCESS_KEY|CLIENT_SECRET)$")
+
+
+def subject(m: dict[str, Any]) -> str:
+    return f"{m.get('kind')}/{(m.get('metadata') or {}).get('name')}"
+
+
+def pod_spec(m: dict[str, Any]) -> dict[str, Any] | None:
+    if m.get("kind") not in WORKLOADS:
+        return None
+    spec = m.get("spec") or {}
+    if m["kind"] == "Pod":
+        return spec
+    if m["kind"] == "CronJob":
+        spec = (spec.get("jobTemplate") or {}).get("spec") or {}
+    return ((spec.get("template") or {}).get("spec")) or {}
+
+
+def containers(spec: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    for field in ("initContainers", "containers"):
+        for c in spec.get(field) or []:
+            yield field, c
+
+
+def _workloads(ctx: ManifestsContext) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    for m in ctx.manifests:
+        spec = pod_spec(m)
+        if spec is not None:
+            yield m, spec
+
+
+@rule(
+    "image-no-latest",
+    scope="manifests",
+    check_name=POLICY,
+    reason="`latest` (or no tag) moves under you: replicas end up on different LMCache/vLLM builds",
+    remedy="pin every image to a version tag or a digest",
+)
+def no_latest(ctx: ManifestsContext) -> Iterator[Hit]:
+    for m, spec in _workloads(ctx):
+        for field, c in containers(spec):
+            image = str(c.get("image", ""))
+            name = image.split("@")[0].rsplit("/", 1)[-1]
+            if "@" not in image and (":" not in name or name.endswith(":latest") or name.endswith(":")):
+                yield Hit(
+                    f"container {c.get('name')} uses image {image!r}",
+                    subject=subject(m),
+                    manifest_path=f"spec.{field}[{c.get('name')}].image",
+                )
+
+
+@rule(
+    "resources-every-container",
+    scope="manifests",
+    check_name=POLICY,
+    reason="without requests the scheduler overcommits nodes; without a memory limit a pod can starve a node",
+    remedy="set resources.requests (cpu, memory) and resources.limits.memory on every container",
+)
+def resources(ctx: ManifestsContext) -> Iterator[Hit]:
+    for m, spec in _workloads(ctx):
+        for field, c in containers(spec):
+            res = c.get("resources") or {}
+            missing = [k for k in ("cpu", "memory") if k not in (res.get("requests") or {})]
+            missing += ["limits.memory"] if "memory" not in (res.get("limits") or {}) else []
+            if missing:
+                yield Hit(
+                    f"container {c.get('name')} lacks {', '.join(missing)}",
+                    subject=subject(m),
+                    manifest_path=f"spec.{field}[{c.get('name')}].resources",
+                )
+
+
+@rule(
+    "policy-security-context",
+    scope="manifests",
+    check_name=POLICY,
+    reason="containers without an explicit securityContext run with the runtime's permissive defaults",
+    remedy="set securityContext.allowPrivilegeEscalation: false and capabilities.drop: [ALL] per container",
+)
+def security_context(ctx: ManifestsContext) -> Iterator[Hit]:
+    for m, spec in _workloads(ctx):
+        for field, c in containers(spec):
+            sc = c.get("securityContext")
+            if not isinstance(sc, dict):
+                yield Hit(
+                    f"container {c.get('name')} has no securityContext",
+                    subject=subject(m),
+                    manifest_path=f"spec.{field}[{c.get('name')}]",
+                )
+            elif not sc.get("privileged") and sc.get("allowPrivilegeEscalation") is not False:
+                yield Hit(
+                    f"container {c.get('name')} does not set allowPrivilegeEscalation: false",
+                    subject=subject(m),
+                    manifest_path=f"spec.{field}[{c.get('name')}].securityContext",
+                )
+
+
+@rule(
+    "policy-probes",
+    scope="manifests",
+    check_name=POLICY,
+    reason="without probes a stuck engine or master keeps receiving traffic and is never restarted",
+    remedy="give every long-running container a readinessProbe and a livenessProbe",
+)
+def probes(ctx: ManifestsContext) -> Iterator[Hit]:
+    for m, spec in _workloads(ctx):
+        if m.get("kind") not in LONG_RUNNING:
+            continue
+        for c in spec.get("containers") or []:
+            missing = [p for p in ("readinessProbe", "livenessProbe") if not c.get(p)]
+            if missing:
+                yield Hit(
+                    f"container {c.get('name')} lacks {' and '.join(missing)}",
+                    subject=subject(m),
+                    manifest_path=f"spec.containers[{c.get('name')}]",
+                )
+
+
+def required_level(spec: dict[str, Any]) -> tuple[str, list[str]]:
+    """The least Pod Security Standards level the pod meets, and why it needs more than restricted."""
+    baseline, restricted = [], []
+    if spec.get("hostNetwork") or spec.get("hostPID") or spec.get("hostIPC"):
+        baseline.append("host namespaces")
+    for v in spec.get("volumes") or []:
+        if "hostPath" in v:
+            baseline.append(f"hostPath volume {v.get('name')}")
+        elif not set(v) <= RESTRICTED_VOLUMES:
+            restricted.append(f"volume type {sorted(set(v) - RESTRICTED_VOLUMES)}")
+    pod_sc = spec.get("securityContext") or {}
+    for _, c in containers(spec):
+        sc = c.get("securityContext") or {}
+        name = c.get("name")
+        if sc.get("privileged"):
+            baseline.append(f"{name} privileged")
+        added = set((sc.get("capabilities") or {}).get("add") or [])
+        if added - BASELINE_CAPS:
+            baseline.append(f"{name} adds {sorted(added - BASELINE_CAPS)}")
+        if added - {"NET_BIND_SERVICE"}:
+            restricted.append(f"{name} adds capabilities")
+        if any(p.get("hostPort") for p in c.get("ports") or []):
+            baseline.append(f"{name} hostPort")
+        if sc.get("allowPrivilegeEscalation") is not False:
+            restricted.append(f"{name} may escalate privileges")
+        if "ALL" not in ((sc.get("capabilities") or {}).get("drop") or []):
+            restricted.append(f"{name} does not drop ALL capabilities")
+        if not sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot")):
+            restricted.append(f"{name} may run as root")
+        if sc.get("runAsUser", pod_sc.get("runAsUser")) == 0:
+            restricted.append(f"{name} runs as UID 0")
+        seccomp = (sc.get("seccompProfile") or pod_sc.get("seccompProfile") or {}).get("type")
+        if seccomp == "Unconfined":
+            baseline.append(f"{name} seccomp Unconfined")
+        elif seccomp not in ("RuntimeDefault", "Localhost"):
+            restricted.append(f"{name} has no RuntimeDefault seccomp profile")
+    if baseline:
+        return "privileged", baseline
+    return ("baseline", restricted) if restricted else ("restricted", [])
+
+
+@rule(
+    "policy-pod-security",
+    scope="manifests",
+    check_name=POLICY,
+    reason="a pod above its namespace's Pod Security level is rejected at admission (pods never start)",
+    remedy="lower the pod's privileges, or label its namespace pod-security.kubernetes.io/enforce=<level> "
+    "and tell kvtier with --pod-security NAMESPACE=LEVEL",
+)
+def pod_security(ctx: ManifestsContext) -> Iterator[Hit]:
+    for m, spec in _workloads(ctx):
+        namespace = (m.get("metadata") or {}).get("namespace") or ctx.namespace
+        allowed = ctx.pod_security.get(namespace)
+        if allowed is None:
+            continue
+        level, why = required_level(spec)
+        if LEVELS.index(level) > LEVELS.index(allowed):
+            yield Hit(
+                f"needs Pod Security {level!r} but namespace {namespace} enforces {allowed!r}: "
+                f"{'; '.join(why[:4])}",
+                subject=subject(m),
+            )
+
+
+@rule(
+    "policy-rbac-no-wildcards",
+    scope="manifests",
+    check_name=POLICY,
+    reason="a wildcard grants every current and future verb or resource, far beyond what a component needs",
+    remedy="list the exact apiGroups, resources and verbs (and resourceNames where the object is known)",
+)
+def rbac(ctx: ManifestsContext) -> Iterator[Hit]:
+    for m in ctx.manifests:
+        if m.get("kind") not in ("Role", "ClusterRole"):
+            continue
+        for i, r in enumerate(m.get("rules") or []):
+            for key in ("apiGroups", "resources", "verbs", "nonResourceURLs"):
+                if "*" in (r.get(key) or []):
+                    yield Hit(
+                        f"rule {i} has '*' in {key}", subject=subject(m), manifest_path=f"rules[{i}].{key}"
+                    )
+
+
+@rule(
+    "policy-no-inline-secrets",
+    scope="manifests",
+    check_name=POLICY,
+    reason="secret values in manifests end up in Helm's release history and in every rendered copy",
+    remedy="reference an existing Secret (valueFrom.secretKeyRef / existing secret names) instead",
+)
+def no_inline_secrets(ctx: ManifestsContext) -> Iterator[Hit]:
+    for m in ctx.manifests:
+        if m.get("kind") == "Secret" and (m.get("data") or m.get("stringData")):
+            yield Hit(
+                "the chart renders a Secret with data (a secret value came from values)", subject=subject(m)
+            )
+    for m, spec in _workloads(ctx):
+        for field, c in containers(spec):
+            for env in c.get("env") or []:
+                if _SECRET_ENV.search(str(env.get("name", ""))) and env.get("value"):
+                    yield Hit(
+                        f"container {c.get('name')} env {env['name']} has a literal value",
+                        subject=subject(m),
+                        manifest_path=f"spec.{field}[{c.get('name')}].env[{env['name']}]",
+                    )

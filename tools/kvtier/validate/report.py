@@ -1,0 +1,105 @@
+"""Human (rich tables) and JSON output of `kvtier validate`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from kvtier.validate.findings import FAILED, OK, UNAVAILABLE, FileReport
+
+STYLE = {OK: "green", FAILED: "bold red", UNAVAILABLE: "yellow"}
+MARK = {OK: "✓", FAILED: "✗", UNAVAILABLE: "n/a"}
+
+
+def _name(file: str) -> str:
+    return Path(file).stem
+
+
+def _order(reports: list[FileReport]) -> list[str]:
+    seen: dict[str, None] = {}
+    for r in reports:
+        for check in r.checks:
+            seen.setdefault(check, None)
+    return list(seen)
+
+
+def summary(reports: list[FileReport]) -> tuple[Table, list[str]]:
+    """One column per environment, one row per check; long reasons become numbered notes."""
+    table = Table(title="kvtier validate: summary per environment", title_justify="left")
+    table.add_column("check", style="bold")
+    for r in reports:
+        table.add_column(_name(r.file), overflow="fold")
+    notes: list[str] = []
+    for check in _order(reports):
+        cells = []
+        for r in reports:
+            status = r.checks.get(check)
+            if status is None:
+                cells.append(Text("—", style="dim"))
+                continue
+            mark = MARK.get(status.status, "-")
+            detail = status.detail
+            if status.status in (OK, FAILED) and len(detail) <= 24:
+                cells.append(Text(f"{mark} {detail}".strip(), style=STYLE.get(status.status, "")))
+                continue
+            notes.append(f"{_name(r.file)} / {check}: {detail}")
+            label = mark if status.status != "skipped" else "skipped"
+            cells.append(Text(f"{label} [{len(notes)}]", style=STYLE.get(status.status, "dim")))
+        table.add_row(check, *cells)
+    return table, notes
+
+
+def findings_table(report: FileReport) -> Table:
+    table = Table(
+        title=f"{report.file}: {len(report.findings)} finding(s)", title_justify="left", show_lines=False
+    )
+    for column in ("where", "check", "key / object", "problem", "fix"):
+        table.add_column(column, overflow="fold")
+    for f in report.findings:
+        where = f"{Path(f.file).name}:{f.line}:{f.column}" if f.line else (f.subject or Path(f.file).name)
+        key = f.path if f.line else (f.path or "")
+        problem = f.message + (f"\nexpected: {f.expected}" if f.expected else "")
+        fix = f.suggestion or ""
+        table.add_row(
+            where,
+            f"{f.check}\n[dim]{f.rule}[/dim]",
+            key,
+            problem,
+            fix,
+            style="red" if f.severity == "error" else "yellow",
+        )
+    return table
+
+
+def print_human(reports: list[FileReport], console: Console | None = None) -> None:
+    console = console or Console(width=max(Console().width, 140))
+    for r in reports:
+        if r.fatal:
+            console.print(Text(f"unusable input: {r.fatal}", style="bold red"))
+    table, notes = summary([r for r in reports if not r.fatal])
+    if table.columns and len(table.columns) > 1:
+        console.print(table)
+        for i, note in enumerate(notes, 1):
+            console.print(Text(f"[{i}] {note}", style="dim"))
+    for r in reports:
+        if r.findings:
+            console.print(findings_table(r))
+    ok = sum(1 for r in reports if not r.fatal and not r.failed)
+    bad = sum(1 for r in reports if not r.fatal and r.failed)
+    fatal = sum(1 for r in reports if r.fatal)
+    console.print(
+        Text(
+            f"{len(reports)} environment(s): {ok} ok, {bad} with findings, {fatal} unusable",
+            style="bold green" if not bad and not fatal else "bold red",
+        )
+    )
+
+
+def to_json(reports: list[FileReport], exit_code: int) -> str:
+    data: dict[str, Any] = {"exit_code": exit_code, "environments": [r.to_json() for r in reports]}
+    return json.dumps(data, indent=2)
