@@ -1,0 +1,169 @@
+{{/*
+Helpers of the HyperPod target (templates/hyperpod-*.yaml). See docs/hyperpod.md for why each exists.
+*/}}
+
+{{/* The MutatingAdmissionPolicy API versions, newest first. */}}
+{{- define "kvtier.hyperpod.policyVersions" -}}
+admissionregistration.k8s.io/v1 admissionregistration.k8s.io/v1beta1 admissionregistration.k8s.io/v1alpha1
+{{- end -}}
+
+{{/*
+The MutatingAdmissionPolicy API version to render: hyperpod.patch.apiVersion when set, else the newest one
+the cluster serves; empty when none is served.
+*/}}
+{{- define "kvtier.hyperpod.policyApiVersion" -}}
+{{- $patch := .Values.hyperpod.patch -}}
+{{- if $patch.apiVersion -}}
+{{- $patch.apiVersion -}}
+{{- else -}}
+{{- $found := "" -}}
+{{- range (include "kvtier.hyperpod.policyVersions" . | splitList " ") -}}
+{{- if and (not $found) ($.Capabilities.APIVersions.Has (printf "%s/MutatingAdmissionPolicy" .)) -}}
+{{- $found = . -}}
+{{- end -}}
+{{- end -}}
+{{- $found -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Which mechanism carries the patch: "mutatingAdmissionPolicy" or "kyverno"; fails with the remedy when
+neither is available. Only called when the HyperPod target has L2 on.
+*/}}
+{{- define "kvtier.hyperpod.mechanism" -}}
+{{- $mechanism := .Values.hyperpod.patch.mechanism -}}
+{{- $kyverno := .Capabilities.APIVersions.Has "kyverno.io/v1/Policy" -}}
+{{- if eq $mechanism "kyverno" -}}
+kyverno
+{{- else if include "kvtier.hyperpod.policyApiVersion" . -}}
+mutatingAdmissionPolicy
+{{- else if and (eq $mechanism "auto") $kyverno -}}
+kyverno
+{{- else -}}
+{{- fail (printf "target hyperpod: this cluster serves no MutatingAdmissionPolicy API (admissionregistration.k8s.io v1, v1beta1 or v1alpha1), which the L2 patch of the operator's Deployments needs%s. Remedies: on Kubernetes >= 1.36 it is served by default; on 1.34/1.35 enable it (feature gate MutatingAdmissionPolicy, runtime-config admissionregistration.k8s.io/v1beta1=true); with helm template or GitOps set hyperpod.patch.apiVersion (e.g. admissionregistration.k8s.io/v1); or install Kyverno and set hyperpod.patch.mechanism=kyverno (docs/hyperpod.md)" (ternary "" (printf " (hyperpod.patch.mechanism=%s)" $mechanism) (eq $mechanism "auto"))) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Whether the patch is needed: HyperPod target with the shared L2 on. */}}
+{{- define "kvtier.hyperpod.patchEnabled" -}}
+{{- if and (eq .Values.target "hyperpod") .Values.cache.l2.enabled -}}true{{- end -}}
+{{- end -}}
+
+{{/* Name of the L2 PVC mounted into the engine pods (the umbrella's contract). */}}
+{{- define "kvtier.hyperpod.l2ClaimName" -}}
+{{- .Values.cache.l2.claim.existingClaim | default (printf "%s-l2cache" .Release.Name) -}}
+{{- end -}}
+
+{{/* LMCACHE_REMOTE_URL of the filesystem L2: host and port are placeholders LMCache's URL parser needs. */}}
+{{- define "kvtier.hyperpod.remoteUrl" -}}
+{{- printf "fs://localhost:0%s/" (trimSuffix "/" .Values.cache.l2.mountPath) -}}
+{{- end -}}
+
+{{/* The environment the patch sets on the vLLM container, as a JSON list of {name, value}. */}}
+{{- define "kvtier.hyperpod.patchEnv" -}}
+{{- $env := list
+  (dict "name" "LMCACHE_REMOTE_URL" "value" (include "kvtier.hyperpod.remoteUrl" .))
+  (dict "name" "LMCACHE_REMOTE_SERDE" "value" "naive")
+  (dict "name" "LMCACHE_CHUNK_SIZE" "value" (toString .Values.cache.chunkSize))
+  (dict "name" "PYTHONHASHSEED" "value" (toString .Values.cache.hashSeed)) -}}
+{{- toJson $env -}}
+{{- end -}}
+
+{{/* Names the patch owns in the container's env: those it sets plus those it removes (JSON list). */}}
+{{- define "kvtier.hyperpod.managedEnvNames" -}}
+{{- $names := list -}}
+{{- range (include "kvtier.hyperpod.patchEnv" . | fromJsonArray) -}}
+{{- $names = append $names .name -}}
+{{- end -}}
+{{- toJson (concat $names (.Values.hyperpod.patch.removeEnv | default list) | uniq) -}}
+{{- end -}}
+
+{{/* Endpoint (= InferenceEndpointConfig = Deployment) names of this release, as a JSON list. */}}
+{{- define "kvtier.hyperpod.endpointNames" -}}
+{{- $names := list -}}
+{{- range .Values.models -}}
+{{- $names = append $names .name -}}
+{{- end -}}
+{{- toJson $names -}}
+{{- end -}}
+
+{{/* Cluster-scoped object name for this release's patch (namespace + release, so two releases coexist). */}}
+{{- define "kvtier.hyperpod.policyName" -}}
+{{- printf "%s-%s-hyperpod-l2" .Release.Namespace .Release.Name | trunc 253 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+spec.modelSourceConfig of one model. Input: dict "model" <models[] entry>. HyperPod takes Hugging Face, S3
+or FSx; a pvc source has no equivalent there.
+*/}}
+{{- define "kvtier.hyperpod.modelSource" -}}
+{{- $m := .model -}}
+{{- $src := $m.source | default dict -}}
+{{- if hasKey $src "huggingface" }}
+modelSourceType: huggingface
+huggingFaceModel:
+  modelId: {{ $m.model | quote }}
+  {{- with ($src.huggingface | default dict).revision }}
+  commitSHA: {{ . | quote }}
+  {{- end }}
+  {{- with ($src.huggingface | default dict).tokenSecret }}
+  tokenSecretRef:
+    name: {{ .name | quote }}
+    key: {{ .key | quote }}
+  {{- end }}
+{{- else if hasKey $src "s3" }}
+modelSourceType: s3
+s3Storage:
+  bucketName: {{ $src.s3.bucket | quote }}
+  region: {{ $src.s3.region | quote }}
+{{- with $src.s3.path }}
+modelLocation: {{ . | quote }}
+{{- end }}
+{{- else if hasKey $src "fsx" }}
+modelSourceType: fsx
+fsxStorage:
+  fileSystemId: {{ $src.fsx.fileSystemId | quote }}
+  {{- with $src.fsx.dnsName }}
+  dnsName: {{ . | quote }}
+  {{- end }}
+  {{- with $src.fsx.mountName }}
+  mountName: {{ . | quote }}
+  {{- end }}
+{{- with $src.fsx.path }}
+modelLocation: {{ . | quote }}
+{{- end }}
+{{- else -}}
+{{- fail (printf "models[%s].source: target hyperpod needs source.huggingface, source.s3 or source.fsx (the operator downloads or mounts the model itself); a pvc source is only supported by target standalone" $m.name) -}}
+{{- end }}
+{{- end -}}
+
+{{/* vLLM arguments of one model (after the model path the operator's image expects first). Input: dict "model" "root". */}}
+{{- define "kvtier.hyperpod.workerArgs" -}}
+{{- $m := .model -}}
+{{- $v := .root.Values -}}
+{{- $args := list $v.hyperpod.worker.modelMountPath "--served-model-name" $m.model "--port" (toString $v.hyperpod.worker.port) -}}
+{{- if $v.cache.l0.enabled -}}
+{{- $args = append $args "--enable-prefix-caching" -}}
+{{- else -}}
+{{- $args = append $args "--no-enable-prefix-caching" -}}
+{{- end -}}
+{{- with $m.dtype }}{{ $args = concat $args (list "--dtype" .) }}{{ end -}}
+{{- with $m.maxModelLen }}{{ $args = concat $args (list "--max-model-len" (toString .)) }}{{ end -}}
+{{- with $m.gpuMemoryUtilization }}{{ $args = concat $args (list "--gpu-memory-utilization" (toString .)) }}{{ end -}}
+{{- with $m.gpusPerReplica }}{{ $args = concat $args (list "--tensor-parallel-size" (toString .)) }}{{ end -}}
+{{- toJson (concat $args ($m.extraArgs | default list)) -}}
+{{- end -}}
+
+{{/* Worker resources of one model: its resources, with nvidia.com/gpu = gpusPerReplica unless given. Input: the model. */}}
+{{- define "kvtier.hyperpod.workerResources" -}}
+{{- $res := deepCopy (.resources | default dict) -}}
+{{- $gpus := toString (.gpusPerReplica | default 1) -}}
+{{- range list "requests" "limits" -}}
+{{- $list := get $res . | default dict -}}
+{{- if not (hasKey $list "nvidia.com/gpu") -}}
+{{- $_ := set $list "nvidia.com/gpu" $gpus -}}
+{{- end -}}
+{{- $_ := set $res . $list -}}
+{{- end -}}
+{{- toJson $res -}}
+{{- end -}}

@@ -1,0 +1,221 @@
+"""The HyperPod target as rendered by the pinned Helm, checked against the operator's real CRD schema.
+
+The InferenceEndpointConfig objects are validated against the fixture CRD's openAPIV3Schema (the operator's
+own, from aws/sagemaker-hyperpod-cli), made strict: the API server would silently prune an unknown field,
+so a typo would otherwise pass unnoticed. The admission policy objects are validated against Kubernetes'
+own schemas (kubernetes-validate, strict) for each minor version that serves their API version.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from kvtier import helm, hyperpod_fields, paths
+from kvtier.cluster import hyperpod as hyperpod_crds
+
+CHART = paths.CHARTS / "kv-tiered-inference"
+ENV = paths.VALUES / "hyperpod-g6e-4xlarge.yaml"
+MAP_V1 = "admissionregistration.k8s.io/v1"
+MAP_V1BETA1 = "admissionregistration.k8s.io/v1beta1"
+SOURCES = {
+    "huggingface": {
+        "huggingface": {"tokenSecret": {"name": "hf-token", "key": "token"}, "revision": "a" * 40}
+    },
+    "s3": {"s3": {"bucket": "models", "region": "us-west-2", "path": "qwen2-7b"}},
+    "fsx": {"fsx": {"fileSystemId": "fs-0123", "dnsName": "fs.example", "mountName": "abcd", "path": "qwen"}},
+}
+
+
+@pytest.fixture
+def render(need):
+    need((paths.TOOLS_BIN / "helm3").exists(), "pinned Helm 3 not built (make tools)")
+    need((CHART / "Chart.yaml").exists(), "umbrella chart charts/kv-tiered-inference not present yet")
+    helm.build_dependencies(CHART)
+
+    def run(*args: str, major: int = 3) -> list[dict[str, Any]]:
+        cmd = ["template", "kv", str(CHART), "-n", "team-a", "-f", str(ENV), *args]
+        result = helm.run(cmd, major=major)
+        assert result.returncode == 0, result.stderr
+        return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+    return run
+
+
+def kinds(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [d for d in docs if d.get("kind") == kind]
+
+
+@functools.cache
+def operator_schema() -> dict[str, Any]:
+    crd = next(c for c in hyperpod_crds.crd_manifests() if c["metadata"]["name"] == hyperpod_fields.CRD_NAME)
+    version = next(v for v in crd["spec"]["versions"] if v["name"] == hyperpod_fields.VERSION)
+    return version["schema"]["openAPIV3Schema"]
+
+
+@pytest.fixture
+def crd_schema(need) -> dict[str, Any]:
+    folder = hyperpod_crds.fixtures_dir()
+    need(folder.is_dir(), f"HyperPod CRD fixtures not found at {folder}")
+    return copy.deepcopy(operator_schema())
+
+
+def strict_json_schema(node: Any) -> Any:
+    """An openAPIV3Schema as JSON Schema, closed wherever the CRD lists properties (strict validation)."""
+    if isinstance(node, list):
+        return [strict_json_schema(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: strict_json_schema(v) for k, v in node.items() if not k.startswith("x-kubernetes-")}
+    if node.get("x-kubernetes-int-or-string"):
+        out.pop("type", None)
+        out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+    if out.pop("nullable", False) and "type" in out:
+        out["type"] = [out["type"], "null"]
+    closed = not node.get("x-kubernetes-preserve-unknown-fields")
+    if "properties" in node and "additionalProperties" not in node and closed:
+        out["additionalProperties"] = False
+    return out
+
+
+def validator(crd_schema: dict[str, Any]) -> jsonschema.Validator:
+    return jsonschema.Draft7Validator(strict_json_schema(copy.deepcopy(crd_schema)))
+
+
+def errors(crd_schema: dict[str, Any], obj: dict[str, Any]) -> list[str]:
+    return [
+        f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in validator(crd_schema).iter_errors(obj)
+    ]
+
+
+def model_with(source: dict[str, Any]) -> dict[str, Any]:
+    env = yaml.safe_load(ENV.read_text())
+    model = dict(env["models"][0])
+    model["source"] = source
+    return model
+
+
+def set_json_models(source: str) -> list[str]:
+    return ["--set-json", f"models={json.dumps([model_with(SOURCES[source])])}"]
+
+
+@pytest.mark.parametrize("major", [3, 4])
+@pytest.mark.parametrize("source", sorted(SOURCES))
+def test_endpoints_valid_against_operator_crd(render, crd_schema, need, source: str, major: int) -> None:
+    need((paths.TOOLS_BIN / f"helm{major}").exists(), f"pinned Helm {major} not built (make tools)")
+    docs = render("--set", f"hyperpod.patch.apiVersion={MAP_V1}", *set_json_models(source), major=major)
+    endpoints = kinds(docs, "InferenceEndpointConfig")
+    assert [e["metadata"]["name"] for e in endpoints] == ["qwen2-7b"]
+    for endpoint in endpoints:
+        assert endpoint["apiVersion"] == f"{hyperpod_fields.GROUP}/{hyperpod_fields.VERSION}"
+        assert errors(crd_schema, endpoint) == []
+        assert endpoint["spec"]["modelSourceConfig"]["modelSourceType"] == source
+
+
+def test_strict_crd_check_catches_what_the_api_server_would_prune(render, crd_schema) -> None:
+    """The check can fail: an unknown field and a strategy the CRD does not accept are reported."""
+    endpoint = kinds(render("--set", f"hyperpod.patch.apiVersion={MAP_V1}"), "InferenceEndpointConfig")[0]
+    broken = copy.deepcopy(endpoint)
+    broken["spec"]["kvCacheSpec"]["l2CacheSpec"]["l2CacheBackendd"] = "fs"
+    broken["spec"]["intelligentRoutingSpec"]["routingStrategy"] = "cache_aware"
+    found = errors(crd_schema, broken)
+    assert any("l2CacheBackendd" in e for e in found), found
+    assert any("routingStrategy" in e for e in found), found
+
+
+def test_the_reference_environment(render) -> None:
+    docs = render("--set", f"hyperpod.patch.apiVersion={MAP_V1}")
+    (endpoint,) = kinds(docs, "InferenceEndpointConfig")
+    spec = endpoint["spec"]
+    assert (spec["modelSourceConfig"]["huggingFaceModel"]["modelId"], spec["replicas"]) == (
+        "Qwen/Qwen2-7B-Instruct",
+        2,
+    )
+    assert spec["instanceType"] == "ml.g6e.4xlarge"
+    assert spec["kvCacheSpec"]["enableL1Cache"] is True and spec["kvCacheSpec"]["enableL2Cache"] is True
+    # No router of the bundle's own in this target: the operator routes.
+    assert not [d for d in docs if "router" in d["metadata"]["name"] and d["kind"] == "Deployment"]
+    workers = kinds(docs, "DaemonSet")
+    assert any("/opt/dlami/nvme/curvine-data" in yaml.safe_dump(w) for w in workers), (
+        "Curvine workers on NVMe"
+    )
+
+
+def used_paths(node: Any, prefix: str = "") -> set[str]:
+    """Dotted paths of what a rendered object sets; stops at opaque values (args, resources)."""
+    if isinstance(node, dict) and prefix not in ("spec.worker.resources",):
+        found: set[str] = set()
+        for key, value in node.items():
+            found |= used_paths(value, f"{prefix}.{key}" if prefix else key)
+        return found
+    return {prefix}
+
+
+def test_field_list_for_preflight_equals_what_the_chart_renders(render) -> None:
+    rendered: set[str] = set()
+    scenarios = [set_json_models(s) for s in sorted(SOURCES)]
+    scenarios.append(["--set", "hyperpod.l2CachePlaceholder.localUrl=redis://cache:6379"])
+    for extra in scenarios:
+        docs = render("--set", f"hyperpod.patch.apiVersion={MAP_V1}", *extra)
+        for endpoint in kinds(docs, "InferenceEndpointConfig"):
+            rendered |= {p for p in used_paths(endpoint["spec"], "spec")}
+    listed = {f.path for f in hyperpod_fields.FIELDS}
+    assert rendered - listed == set(), "rendered but missing from tools/kvtier/hyperpod_fields.py"
+    assert listed - rendered == set(), "listed in hyperpod_fields.py but never rendered"
+
+
+@pytest.mark.parametrize("field", hyperpod_fields.FIELDS, ids=lambda f: f.path)
+def test_listed_field_exists_in_operator_crd(crd_schema, field: hyperpod_fields.Field) -> None:
+    node = hyperpod_fields.lookup(crd_schema, field.path)
+    assert node is not None, f"{field.path} not in the operator's CRD"
+    assert node.get("type") == field.type
+    for value in field.values:
+        schema = strict_json_schema({k: v for k, v in node.items() if k in ("type", "enum", "pattern")})
+        assert jsonschema.Draft7Validator(schema).is_valid(value), f"{field.path} refuses {value!r}"
+
+
+def test_lookup_reports_a_missing_field(crd_schema) -> None:
+    # The worker has no volumeMounts field: the reason the L2 mount needs the admission patch.
+    assert hyperpod_fields.lookup(crd_schema, "spec.worker.volumeMounts") is None
+    assert (
+        hyperpod_fields.lookup(crd_schema, "spec.tags[].name")
+        == crd_schema["properties"]["spec"]["properties"]["tags"]["items"]["properties"]["name"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("api_version", "minors"),
+    [(MAP_V1, ("1.36.0", "1.37.0")), (MAP_V1BETA1, ("1.34.0", "1.35.0"))],
+)
+def test_policy_objects_valid_kubernetes_schema(render, api_version: str, minors: tuple[str, ...]) -> None:
+    docs = render("--set", f"hyperpod.patch.apiVersion={api_version}")
+    policy = kinds(docs, "MutatingAdmissionPolicy")
+    binding = kinds(docs, "MutatingAdmissionPolicyBinding")
+    assert len(policy) == 1 and len(binding) == 1
+    assert binding[0]["spec"]["policyName"] == policy[0]["metadata"]["name"]
+    for minor in minors:
+        for obj in policy + binding:
+            assert obj["apiVersion"] == api_version
+            kubernetes_validate.validate(obj, minor, strict=True)
+
+
+@pytest.mark.parametrize("major", [3, 4])
+def test_helm_lint_strict_hyperpod(render, need, major: int) -> None:
+    need((paths.TOOLS_BIN / f"helm{major}").exists(), f"pinned Helm {major} not built (make tools)")
+    args = ["lint", "--strict", str(CHART), "-n", "team-a", "-f", str(ENV)]
+    result = helm.run([*args, "--set", f"hyperpod.patch.apiVersion={MAP_V1}"], major=major)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_refuses_without_policy_api_and_says_what_to_do(render) -> None:
+    result = helm.run(["template", "kv", str(CHART), "-n", "team-a", "-f", str(ENV)])
+    assert result.returncode != 0
+    assert "serves no MutatingAdmissionPolicy API" in result.stderr
+    assert "hyperpod.patch.apiVersion" in result.stderr and "Traceback" not in result.stderr
