@@ -1,0 +1,175 @@
+"""Every cross-field rule over values: one case that triggers it and one that passes it."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kvtier.validate import loader, rules
+from kvtier.validate.rules import ValuesContext
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "values"
+GOOD = loader.load(FIXTURES / "good-minimal.yaml").data
+Mutation = Callable[[dict[str, Any]], None]
+
+
+def _set(*path: Any, value: Any) -> Mutation:
+    def mutate(values: dict[str, Any]) -> None:
+        node = values
+        for key in path[:-1]:
+            node = node.setdefault(key, {}) if isinstance(key, str) else node[key]
+        node[path[-1]] = value
+
+    return mutate
+
+
+def _model(**changes: Any) -> Mutation:
+    def mutate(values: dict[str, Any]) -> None:
+        values["models"][0].update(changes)
+
+    return mutate
+
+
+def _second_model(**changes: Any) -> Mutation:
+    def mutate(values: dict[str, Any]) -> None:
+        values["models"].append({**copy.deepcopy(values["models"][0]), "name": "second", **changes})
+
+    return mutate
+
+
+def _nothing(values: dict[str, Any]) -> None:
+    return None
+
+
+# rule id -> (a mutation that passes, a mutation that triggers, text the message must contain)
+CASES: dict[str, tuple[Mutation, Mutation, str]] = {
+    "crosspod-hash-seed": (
+        _set("cache", "hashSeed", value="42"),
+        _set("cache", "hashSeed", value="random"),
+        "hash prefixes differently",
+    ),
+    "crosspod-no-override": (
+        _model(env=[{"name": "HF_HOME", "value": "/cache"}]),
+        _model(env=[{"name": "PYTHONHASHSEED", "value": "1"}]),
+        "PYTHONHASHSEED",
+    ),
+    "crosspod-same-model": (
+        _second_model(replicas=1),
+        _second_model(dtype="bfloat16"),
+        "differs from models[0]",
+    ),
+    "l1-fits-memory": (
+        _set("cache", "l1", "size", value=50),
+        _set("cache", "l1", "size", value=60),
+        "does not fit models[0]'s memory limit",
+    ),
+    "tp-equals-gpus": (
+        _model(
+            gpusPerReplica=2,
+            extraArgs=["--tensor-parallel-size=2"],
+            resources={"limits": {"memory": "64Gi", "nvidia.com/gpu": 2}},
+        ),
+        _model(extraArgs=["--tensor-parallel-size", "2"]),
+        "--tensor-parallel-size 2 != gpusPerReplica 1",
+    ),
+    "l2-rwx-claim": (
+        _set("cache", "l2", "claim", value={"existingClaim": "shared"}),
+        _set("cache", "l2", "claim", value={"storageClassName": "x"}),
+        "neither claim.size",
+    ),
+    "l2-backend": (
+        _set("cache", "l2", "claim", "storageClassName", value="efs-rwx"),
+        _set("curvine", "enabled", value=False),
+        "curvine.enabled is false",
+    ),
+    "curvine-masters-odd": (
+        _set("curvine", "master", "replicas", value=5),
+        _set("curvine", "master", "replicas", value=4),
+        "even number",
+    ),
+    "curvine-masters-unchanged": (
+        _nothing,
+        _set("curvine", "master", "replicas", value=5),
+        "differs from the deployed release's 3",
+    ),
+    "curvine-workers-on-gpu-nodes": (
+        _set("curvine", "worker", "nodeSelector", value={}),
+        _set("curvine", "worker", "tolerations", value=[]),
+        "curvine workers do not",
+    ),
+    "hostpath-absolute": (
+        _set("curvine", "worker", "dataDirs", 0, "path", value="/data/nvme0"),
+        _set("curvine", "worker", "dataDirs", 0, "path", value="data/../nvme0"),
+        "not an absolute, normalised path",
+    ),
+    "curvine-web-ports": (
+        _set("curvine", "worker", "ports", "web", value=9002),
+        _set("curvine", "worker", "ports", "web", value=9000),
+        "both 9000",
+    ),
+    "secrets-not-inline": (
+        _model(source={"huggingface": {"tokenSecret": {"name": "hf", "key": "token"}}}),
+        _model(source={"huggingface": {"token": "hf_abc"}}),
+        "literal secret",
+    ),
+}
+DEPLOYED = {"curvine": {"master": {"replicas": 3}}}
+
+
+def _run(rule_id: str, mutation: Mutation) -> list[Any]:
+    values = copy.deepcopy(GOOD)
+    mutation(values)
+    loaded = loader.load_text(yaml.safe_dump(values, sort_keys=False), Path("env.yaml"))
+    return rules.run_values(ValuesContext(loaded.data, loaded, DEPLOYED), only=[rule_id])
+
+
+def test_every_values_rule_has_cases() -> None:
+    values_rules = {r.id for r in rules.all_rules().values() if r.scope == "values"}
+    assert values_rules == set(CASES)
+
+
+def test_rules_are_declared_with_reason_and_remedy() -> None:
+    for r in rules.all_rules().values():
+        assert r.id and r.reason and r.remedy, r
+        assert len(r.reason.splitlines()) == 1
+
+
+def test_baseline_passes_every_values_rule() -> None:
+    values = copy.deepcopy(GOOD)
+    loaded = loader.load_text(yaml.safe_dump(values), Path("env.yaml"))
+    assert rules.run_values(ValuesContext(values, loaded, DEPLOYED)) == []
+
+
+@pytest.mark.parametrize("rule_id", sorted(CASES))
+def test_rule_passes(rule_id: str) -> None:
+    assert _run(rule_id, CASES[rule_id][0]) == []
+
+
+@pytest.mark.parametrize("rule_id", sorted(CASES))
+def test_rule_triggers(rule_id: str) -> None:
+    findings = _run(rule_id, CASES[rule_id][1])
+    assert findings, f"{rule_id} did not trigger"
+    first = findings[0]
+    assert first.rule == rule_id
+    assert CASES[rule_id][2] in first.message
+    assert first.line is not None and first.path  # located in the file, with the key path
+    assert first.reason == rules.all_rules()[rule_id].reason
+
+
+def test_masters_unchanged_needs_a_deployed_release() -> None:
+    values = copy.deepcopy(GOOD)
+    values["curvine"]["master"]["replicas"] = 5
+    loaded = loader.load_text(yaml.safe_dump(values), Path("env.yaml"))
+    assert rules.run_values(ValuesContext(values, loaded, None), only=["curvine-masters-unchanged"]) == []
+
+
+def test_defaults_from_the_chart_are_named_as_such() -> None:
+    loaded = loader.load_text("target: standalone\n", Path("env.yaml"))
+    values = {"target": "standalone", "cache": {"hashSeed": ""}}
+    [finding] = rules.run_values(ValuesContext(values, loaded), only=["crosspod-hash-seed"])
+    assert finding.line is None and "from the chart defaults" in finding.message

@@ -1,0 +1,158 @@
+"""Every rule over rendered manifests: one case that triggers it and one that passes it."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from kvtier.validate import policy, rules
+from kvtier.validate.rules import ManifestsContext
+
+CONTAINER = {
+    "name": "engine",
+    "image": "lmcache/vllm-openai:v0.3.7",
+    "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "1Gi"}},
+    "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+    "readinessProbe": {"httpGet": {"path": "/health", "port": 8000}},
+    "livenessProbe": {"httpGet": {"path": "/health", "port": 8000}},
+    "env": [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}],
+}
+DEPLOYMENT = {
+    "apiVersion": "apps/v1",
+    "kind": "Deployment",
+    "metadata": {"name": "engine"},
+    "spec": {
+        "template": {
+            "spec": {
+                "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                "containers": [CONTAINER],
+                "volumes": [{"name": "l2", "persistentVolumeClaim": {"claimName": "l2"}}],
+            }
+        }
+    },
+}
+ROLE = {
+    "apiVersion": "rbac.authorization.k8s.io/v1",
+    "kind": "Role",
+    "metadata": {"name": "router"},
+    "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}],
+}
+Mutation = Callable[[list[dict[str, Any]]], None]
+
+
+def _container(**changes: Any) -> Mutation:
+    def mutate(manifests: list[dict[str, Any]]) -> None:
+        c = manifests[0]["spec"]["template"]["spec"]["containers"][0]
+        for key, value in changes.items():
+            if value is None:
+                c.pop(key, None)
+            else:
+                c[key] = value
+
+    return mutate
+
+
+def _pod(**changes: Any) -> Mutation:
+    def mutate(manifests: list[dict[str, Any]]) -> None:
+        manifests[0]["spec"]["template"]["spec"].update(changes)
+
+    return mutate
+
+
+def _unchanged(manifests: list[dict[str, Any]]) -> None:
+    return None
+
+
+def _add(manifest: dict[str, Any]) -> Mutation:
+    return lambda manifests: manifests.append(manifest)
+
+
+CASES: dict[str, tuple[Mutation, Mutation, str]] = {
+    "image-no-latest": (
+        _container(image="repo@sha256:" + "a" * 64),
+        _container(image="lmcache/vllm-openai:latest"),
+        ":latest",
+    ),
+    "resources-every-container": (
+        _container(resources={"requests": {"cpu": "2", "memory": "2Gi"}, "limits": {"memory": "2Gi"}}),
+        _container(resources={"requests": {"cpu": "1"}}),
+        "memory, limits.memory",
+    ),
+    "policy-security-context": (
+        _container(securityContext={"privileged": True}),
+        _container(securityContext=None),
+        "no securityContext",
+    ),
+    "policy-probes": (
+        _add(
+            {
+                "kind": "Job",
+                "metadata": {"name": "t"},
+                "spec": {"template": {"spec": {"containers": [{"name": "t"}]}}},
+            }
+        ),
+        _container(livenessProbe=None),
+        "lacks livenessProbe",
+    ),
+    "policy-pod-security": (
+        _unchanged,
+        _pod(volumes=[{"name": "nvme", "hostPath": {"path": "/data"}}]),
+        "needs Pod Security 'privileged' but namespace kv enforces 'restricted'",
+    ),
+    "policy-rbac-no-wildcards": (
+        _add(ROLE),
+        _add({**ROLE, "rules": [{"apiGroups": ["*"], "resources": ["pods"], "verbs": ["get"]}]}),
+        "'*' in apiGroups",
+    ),
+    "policy-no-inline-secrets": (
+        _add({"kind": "Secret", "metadata": {"name": "empty"}}),
+        _container(env=[{"name": "HF_TOKEN", "value": "hf_abc"}]),
+        "literal value",
+    ),
+}
+
+
+def _run(rule_id: str, mutation: Mutation) -> list[Any]:
+    manifests = [copy.deepcopy(DEPLOYMENT)]
+    mutation(manifests)
+    ctx = ManifestsContext(manifests, "kv", {"kv": "restricted"})
+    return rules.run_manifests(ctx, "env.yaml", only=[rule_id])
+
+
+def test_every_manifest_rule_has_cases() -> None:
+    assert {r.id for r in rules.all_rules().values() if r.scope == "manifests"} == set(CASES)
+
+
+@pytest.mark.parametrize("rule_id", sorted(CASES))
+def test_rule_passes(rule_id: str) -> None:
+    assert _run(rule_id, CASES[rule_id][0]) == []
+
+
+@pytest.mark.parametrize("rule_id", sorted(CASES))
+def test_rule_triggers(rule_id: str) -> None:
+    findings = _run(rule_id, CASES[rule_id][1])
+    assert findings and findings[0].rule == rule_id
+    assert CASES[rule_id][2] in findings[0].message
+    assert findings[0].subject.startswith(("Deployment/", "Role/"))
+
+
+@pytest.mark.parametrize(
+    ("change", "level"),
+    [
+        ({}, "restricted"),
+        ({"securityContext": {}}, "baseline"),  # may run as root, no seccomp profile
+        ({"hostNetwork": True}, "privileged"),
+    ],
+)
+def test_required_pod_security_level(change: dict[str, Any], level: str) -> None:
+    spec = {**copy.deepcopy(DEPLOYMENT["spec"]["template"]["spec"]), **change}
+    assert policy.required_level(spec)[0] == level
+
+
+def test_namespace_without_declared_level_is_not_judged() -> None:
+    manifests = [copy.deepcopy(DEPLOYMENT)]
+    manifests[0]["spec"]["template"]["spec"]["hostNetwork"] = True
+    assert rules.run_manifests(ManifestsContext(manifests, "kv", {}), "f", only=["policy-pod-security"]) == []
