@@ -54,8 +54,8 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
         "hash prefixes differently",
     ),
     "crosspod-no-override": (
-        _model(env=[{"name": "HF_HOME", "value": "/cache"}]),
-        _model(env=[{"name": "PYTHONHASHSEED", "value": "1"}]),
+        _set("engine", "extraEnv", value=[{"name": "HF_HOME", "value": "/cache"}]),
+        _set("engine", "extraEnv", value=[{"name": "PYTHONHASHSEED", "value": "1"}]),
         "PYTHONHASHSEED",
     ),
     "crosspod-same-model": (
@@ -64,8 +64,8 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
         "differs from models[0]",
     ),
     "l1-fits-memory": (
-        _set("cache", "l1", "size", value=50),
-        _set("cache", "l1", "size", value=60),
+        _set("cache", "l1", "size", value=40),  # 64Gi - 8Gi /dev/shm - 16Gi headroom (chart defaults)
+        _set("cache", "l1", "size", value=41),
         "does not fit models[0]'s memory limit",
     ),
     "tp-equals-gpus": (

@@ -9,15 +9,17 @@ from kvtier.errors import UserError
 from kvtier.plan import DTYPE_BYTES, Deployment, ModelSpec, gpu_for, known_model, quantity_bytes
 from kvtier.plan_data import GIB, KNOWN_MODELS
 
-# Host memory an engine pod needs besides L1 (Python, CUDA context, tokenizer, model loading buffers).
-L1_HEADROOM_GIB = 8.0
-L1_HEADROOM_FRACTION = 0.1
+# Defaults of the umbrella chart (values.yaml) for what `cache.l1.size: auto` subtracts from the memory limit.
+DEFAULT_HEADROOM = "16Gi"  # cache.l1.headroom: vLLM itself (Python, CUDA context, tokenizer, buffers)
+DEFAULT_SHM = "8Gi"  # engine.shmSize: memory-backed /dev/shm counts against the limit
+MIN_L1_GIB = 1.0  # the chart refuses `auto` below this
 
 
-def l1_budget_gib(memory_limit_bytes: float) -> float:
-    """Largest L1 that fits a pod memory limit with headroom (what `l1.size: auto` may use)."""
-    limit = memory_limit_bytes / GIB
-    return max(limit - max(L1_HEADROOM_GIB, L1_HEADROOM_FRACTION * limit), 0.0)
+def l1_budget_gib(values: dict[str, Any], memory_limit: Any) -> float:
+    """Largest L1 that fits a pod memory limit: limit - /dev/shm - headroom (the chart's `auto`)."""
+    headroom = quantity_bytes(_get(values, "cache", "l1", "headroom", default=DEFAULT_HEADROOM))
+    shm = quantity_bytes(_get(values, "engine", "shmSize", default=DEFAULT_SHM))
+    return max((quantity_bytes(memory_limit) - headroom - shm) / GIB, 0.0)
 
 
 def _get(tree: Any, *keys: str, default: Any = None) -> Any:
@@ -76,7 +78,7 @@ def deployments(
         if not l1_enabled:
             l1 = 0.0
         elif l1_size == "auto":
-            l1 = l1_budget_gib(quantity_bytes(limit)) if limit else 0.0
+            l1 = l1_budget_gib(values, limit) if limit else 0.0
         else:
             l1 = float(l1_size or 0)
         l2 = 0.0

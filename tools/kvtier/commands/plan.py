@@ -13,7 +13,7 @@ from rich.table import Table
 from kvtier import exitcodes, plan, plan_inputs
 from kvtier.errors import UserError
 from kvtier.plan_data import GIB, KNOWN_MODELS, REFERENCE
-from kvtier.validate import loader
+from kvtier.validate import loader, merge
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -111,7 +111,7 @@ def _timing(args: argparse.Namespace) -> plan.Timing:
 def compute(args: argparse.Namespace) -> dict[str, Any]:
     spec = _spec(args)
     if args.file:
-        values = loader.load(args.file).data
+        values = merge.effective(loader.load(args.file).data)  # chart defaults + the environment
         inputs = plan_inputs.deployments(values, spec, args.gpu_memory_gib, str(args.file))
     elif spec:
         inputs = [

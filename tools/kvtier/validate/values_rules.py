@@ -7,9 +7,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from kvtier.plan import quantity_bytes
-from kvtier.plan_data import GIB
-from kvtier.plan_inputs import L1_HEADROOM_FRACTION, L1_HEADROOM_GIB, l1_budget_gib
+from kvtier.errors import UserError
+from kvtier.plan_inputs import MIN_L1_GIB, l1_budget_gib
 from kvtier.validate.rules import Hit, ValuesContext, rule
 
 # Settings that must be identical in every engine pod for cross-pod hits (DESIGN.md section 4); the
@@ -22,6 +21,14 @@ INVARIANT_ENV = (
     "LMCACHE_PRE_CACHING_HASH_ALGORITHM",
     "LMCACHE_CONFIG_FILE",
     "LMCACHE_LOCAL_DISK",
+)
+# vLLM arguments the chart derives from `cache` and `models[].model` for every replica.
+INVARIANT_ARGS = (
+    "--kv-transfer-config",
+    "--prefix-caching-hash-algo",
+    "--served-model-name",
+    "--enable-prefix-caching",
+    "--no-enable-prefix-caching",
 )
 # What models serving the same weights must agree on: they read and write the same L2 keys.
 SAME_MODEL_KEYS = ("dtype", "gpusPerReplica", "image")
@@ -89,16 +96,24 @@ def hash_seed(ctx: ValuesContext) -> Iterator[Hit]:
     remedy="set the invariant once under cache: and remove the per-model env var or argument",
 )
 def no_override(ctx: ValuesContext) -> Iterator[Hit]:
+    for key, name in _env_names(_get(ctx.values, "engine", "extraEnv")):
+        if name in INVARIANT_ENV:
+            yield Hit(
+                f"engine.extraEnv sets {name}, which the chart derives from cache:",
+                ("engine", "extraEnv", key),
+            )
     for i, model in _models(ctx.values):
         for key, name in _env_names(model.get("env")):
             if name in INVARIANT_ENV:
                 yield Hit(
-                    f"models[{i}] sets {name}, which the bundle derives from cache:",
-                    ("models", i, "env", key),
+                    f"models[{i}] sets {name}, which the chart derives from cache:", ("models", i, "env", key)
                 )
-        for flag in ("--prefix-caching-hash-algo",):
-            if arg_value(model.get("extraArgs"), flag) is not None:
-                yield Hit(f"models[{i}].extraArgs sets {flag}", ("models", i, "extraArgs"))
+        for flag in INVARIANT_ARGS:
+            if arg_value(model.get("extraArgs"), flag) is not None or flag in (model.get("extraArgs") or []):
+                yield Hit(
+                    f"models[{i}].extraArgs sets {flag}, which the chart sets for every replica",
+                    ("models", i, "extraArgs"),
+                )
 
 
 @rule(
@@ -133,8 +148,7 @@ def same_model(ctx: ValuesContext) -> Iterator[Hit]:
 @rule(
     "l1-fits-memory",
     reason="L1 is pinned host memory inside the pod: past the memory limit the pod is OOM-killed",
-    remedy=f"keep cache.l1.size <= memory limit - max({L1_HEADROOM_GIB:g} GiB, "
-    f"{L1_HEADROOM_FRACTION:.0%}), or use size: auto",
+    remedy="keep cache.l1.size <= limits.memory - engine.shmSize - cache.l1.headroom, or use size: auto",
 )
 def l1_fits(ctx: ValuesContext) -> Iterator[Hit]:
     l1 = _get(ctx.values, "cache", "l1")
@@ -150,19 +164,18 @@ def l1_fits(ctx: ValuesContext) -> Iterator[Hit]:
             )
             continue
         try:
-            limit_bytes = quantity_bytes(limit)
-        except Exception:  # the schema reports a malformed quantity
+            budget = l1_budget_gib(ctx.values, limit)
+        except UserError:  # a malformed quantity: the schema reports it
             continue
-        budget = l1_budget_gib(limit_bytes)
         if size != "auto" and isinstance(size, int | float) and size > budget:
             yield Hit(
                 f"cache.l1.size {size} GiB does not fit models[{i}]'s memory limit {limit} "
-                f"({limit_bytes / GIB:.1f} GiB; at most {budget:.1f} GiB leaves room for vLLM)",
+                f"(at most {budget:.1f} GiB after /dev/shm and headroom)",
                 ("cache", "l1", "size"),
             )
-        elif size == "auto" and budget <= 0:
+        elif size == "auto" and budget < MIN_L1_GIB:
             yield Hit(
-                f"models[{i}] memory limit {limit} leaves no room for L1 (auto)",
+                f"models[{i}] limit {limit} leaves {budget:.1f} GiB for L1 (auto needs {MIN_L1_GIB:g})",
                 ("models", i, "resources", "limits", "memory"),
             )
 
