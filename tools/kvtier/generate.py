@@ -2,7 +2,8 @@
 
 - charts/<chart>/values.schema.json from schema/<chart>.values.schema.json (kvtier.schema);
 - charts/kv-tiered-inference/files/podscripts/*.py from tools/kvtier/podscripts/ (Helm can only
-  read files inside a chart, and the pods run these scripts from a ConfigMap).
+  read files inside a chart, and the pods run these scripts from a ConfigMap);
+- charts/<chart>/README.md from README.md.gotmpl + values.yaml `# --` comments (kvtier.readme, helm-docs).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from kvtier import paths, schema
+from kvtier import paths, readme, schema
 
 PODSCRIPTS_SOURCE = Path(__file__).parent / "podscripts"
 PODSCRIPTS_CHARTS = ("kv-tiered-inference",)
@@ -24,6 +25,8 @@ def expected() -> Iterator[tuple[Path, str]]:
     for chart in PODSCRIPTS_CHARTS:
         for script in scripts:
             yield paths.CHARTS / chart / "files" / "podscripts" / script.name, script.read_text()
+    # README values tables (publishing): rendered in a temp dir, so --check writes nothing.
+    yield from readme.expected()
 
 
 def stale() -> list[Path]:
