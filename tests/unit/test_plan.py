@@ -193,3 +193,10 @@ def test_cli_user_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert main(["plan", "--model", "qwen2-7b", "--read-gib-s", "0"]) == 2
     err = capsys.readouterr().err
     assert "no such file" in err and "must be positive" in err
+
+
+def test_l2_watermark_as_a_size() -> None:
+    values = _values()
+    values["cache"]["l2"]["eviction"] = {"highWatermark": "400Gi"}  # type: ignore[index]
+    [(_, d)] = plan_inputs.deployments(values)
+    assert plan.capacities(d)["L2"]["bytes"] == pytest.approx(400 * GIB)

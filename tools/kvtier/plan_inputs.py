@@ -30,6 +30,17 @@ def _get(tree: Any, *keys: str, default: Any = None) -> Any:
     return tree
 
 
+def _usable_fraction(cache: dict[str, Any], l2_gib: float) -> float:
+    """Share of L2 kept by eviction: the high watermark, a percentage or a size (of the claim)."""
+    eviction = _get(cache, "l2", "eviction", default={}) or {}
+    if not eviction.get("enabled", True):
+        return 1.0
+    high = str(eviction.get("highWatermark") or "100%")
+    if high.endswith("%"):
+        return min(float(high[:-1]) / 100, 1.0)
+    return min(quantity_bytes(high) / GIB / l2_gib, 1.0) if l2_gib else 1.0
+
+
 def kv_dtype_bytes(model_entry: dict[str, Any], model_dtype_bytes: int) -> int:
     """KV cache dtype: `--kv-cache-dtype` in extraArgs if set, else the model dtype (vLLM's `auto`)."""
     args = [str(a) for a in model_entry.get("extraArgs") or []]
@@ -84,7 +95,7 @@ def deployments(
         l2 = 0.0
         if _get(cache, "l2", "enabled", default=False):
             l2 = quantity_bytes(_get(cache, "l2", "claim", "size", default=0)) / GIB
-        high = str(_get(cache, "l2", "eviction", "highWatermark", default="100%")).rstrip("%")
+        usable = _usable_fraction(cache, l2)
         notes = (
             []
             if gpu or gpu_mem_gib is not None
@@ -105,7 +116,7 @@ def deployments(
                     gpu_util=float(entry.get("gpuMemoryUtilization") or 0.9),
                     l1_gib=l1,
                     l2_gib=l2,
-                    l2_usable=float(high) / 100,
+                    l2_usable=usable,
                     chunk=int(cache.get("chunkSize") or 256),
                     notes=notes,
                 ),
