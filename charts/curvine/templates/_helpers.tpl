@@ -1,0 +1,125 @@
+{{/* Chart name, or nameOverride. */}}
+{{- define "curvine.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* <release>-<name>, or fullnameOverride; the release name alone when it already contains the name. */}}
+{{- define "curvine.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "curvine.name" . -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Selector labels: name + instance only, so other labels never touch immutable selectors. Each
+component gets its own name (<chart>-master, <chart>-worker, ...) so selectors never overlap.
+Call with (dict "root" $ "component" "master").
+*/}}
+{{- define "curvine.selectorLabels" -}}
+app.kubernetes.io/name: {{ printf "%s-%s" (include "curvine.name" .root) .component | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+{{- end -}}
+
+{{/* Labels of every object: selector labels + component, version, chart, commonLabels. */}}
+{{- define "curvine.labels" -}}
+{{ include "curvine.selectorLabels" . }}
+app.kubernetes.io/component: {{ .component }}
+app.kubernetes.io/part-of: {{ include "curvine.name" .root }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace "+" "_" }}
+{{- with .root.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/*
+One image reference: global.imageRegistry > image.registry; digest beats tag; empty tag -> v<appVersion>.
+Call with (dict "image" .Values.image "root" $).
+*/}}
+{{- define "curvine.image" -}}
+{{- $registry := .image.registry -}}
+{{- with .root.Values.global }}{{ if .imageRegistry }}{{ $registry = .imageRegistry }}{{ end }}{{ end -}}
+{{- $repo := .image.repository -}}
+{{- if $registry }}{{ $repo = printf "%s/%s" $registry .image.repository }}{{ end -}}
+{{- if .image.digest -}}
+{{- printf "%s@%s" $repo .image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $repo (default (printf "v%s" .root.Chart.AppVersion) .image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Pull secrets of every pod: global first, then the chart's own. */}}
+{{- define "curvine.imagePullSecrets" -}}
+{{- $secrets := list -}}
+{{- with .Values.global }}{{ with .imagePullSecrets }}{{ $secrets = concat $secrets . }}{{ end }}{{ end -}}
+{{- $secrets = concat $secrets .Values.imagePullSecrets | uniq -}}
+{{- with $secrets }}
+imagePullSecrets:
+{{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* Names of the objects other templates refer to. */}}
+{{- define "curvine.masterName" -}}{{ include "curvine.fullname" . }}-master{{- end -}}
+{{- define "curvine.workerName" -}}{{ include "curvine.fullname" . }}-worker{{- end -}}
+{{- define "curvine.configName" -}}{{ include "curvine.fullname" . }}-config{{- end -}}
+{{- define "curvine.csiName" -}}{{ include "curvine.fullname" . }}-csi{{- end -}}
+{{- define "curvine.storageClassName" -}}{{ default (printf "%s-curvine" .Release.Name) .Values.storageClass.name }}{{- end -}}
+{{- define "curvine.pvcName" -}}{{ default (printf "%s-curvine-l2cache" .Release.Name) .Values.pvc.name }}{{- end -}}
+
+{{/* Stable DNS name of master <index>: <pod>.<headless service>.<namespace>.svc.<domain>. */}}
+{{- define "curvine.masterHost" -}}
+{{- printf "%s-%d.%s.%s.svc.%s" (include "curvine.masterName" .root) (int .index) (include "curvine.masterName" .root) .root.Release.Namespace .root.Values.clusterDomain -}}
+{{- end -}}
+
+{{/* Comma-separated host:rpcPort of every master (StorageClass master-addrs, client CLI). */}}
+{{- define "curvine.masterAddrs" -}}
+{{- $addrs := list -}}
+{{- range $i := until (int .Values.master.replicas) -}}
+{{- $addrs = append $addrs (printf "%s:%d" (include "curvine.masterHost" (dict "root" $ "index" $i)) (int $.Values.master.ports.rpc)) -}}
+{{- end -}}
+{{- join "," $addrs -}}
+{{- end -}}
+
+{{/* Meta and journal directories: always inside a subdirectory of the volume, never its root. */}}
+{{- define "curvine.masterDataDir" -}}
+{{- printf "%s/%s" (trimSuffix "/" .Values.master.persistence.mountPath) .Values.master.persistence.subDirectory -}}
+{{- end -}}
+
+{{/* `[TYPE:capacity]path` entries of worker.data_dir. */}}
+{{- define "curvine.dataDirEntry" -}}
+{{- if .capacity -}}
+{{- printf "[%s:%s]%s" .type .capacity .path -}}
+{{- else -}}
+{{- printf "[%s]%s" .type .path -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Refuse values Helm's schema cannot express. Raft needs an odd member count; the schema already
+limits replicas to 1/3/5, this check gives the reason in words (and guards --disable-openapi-validation).
+*/}}
+{{- define "curvine.validate" -}}
+{{- $n := int .Values.master.replicas -}}
+{{- if eq (mod $n 2) 0 -}}
+{{- fail (printf "master.replicas=%d: Curvine masters form a Raft group and need an odd count (1, 3 or 5); an even count cannot keep quorum through one failure. Use 3." $n) -}}
+{{- end -}}
+{{- if or (lt $n 1) (gt $n 5) -}}
+{{- fail (printf "master.replicas=%d: supported master counts are 1, 3 and 5." $n) -}}
+{{- end -}}
+{{- $paths := dict -}}
+{{- range .Values.worker.dataDirs -}}
+{{- if hasKey $paths .path -}}
+{{- fail (printf "worker.dataDirs: path %s is listed twice; each data dir needs its own path." .path) -}}
+{{- end -}}
+{{- $_ := set $paths .path true -}}
+{{- end -}}
+{{- end -}}
