@@ -1,0 +1,37 @@
+"""`artifacthub.io/images` lists every image the chart runs with its default values (hooks included)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from kvtier import changelog, helm, paths
+
+CHARTS = ("curvine", "kv-tiered-inference")
+
+
+def pod_images(document: dict[str, Any]) -> Iterator[str]:
+    spec = document.get("spec") or {}
+    if document.get("kind") == "CronJob":
+        spec = (spec.get("jobTemplate") or {}).get("spec") or {}
+    pod = spec if document.get("kind") == "Pod" else (spec.get("template") or {}).get("spec") or {}
+    for key in ("initContainers", "containers"):
+        for container in pod.get(key) or []:
+            yield container["image"]
+
+
+@pytest.mark.parametrize("name", CHARTS)
+def test_every_default_image_is_annotated(name: str, need) -> None:
+    need((paths.TOOLS_BIN / "helm3").exists(), "pinned Helm 3 not built (make tools)")
+    chart = paths.CHARTS / name
+    need((chart / "Chart.yaml").exists(), f"charts/{name} is not written yet")
+    helm.build_dependencies(chart)
+    result = helm.run(["template", "rel", str(chart), "--namespace", "ns"])
+    assert result.returncode == 0, result.stderr
+    rendered = {image for doc in yaml.safe_load_all(result.stdout) if doc for image in pod_images(doc)}
+    assert rendered, "the default render runs at least one image"
+    missing = rendered - changelog.annotated_images(chart)
+    assert not missing, f"add to artifacthub.io/images in charts/{name}/Chart.yaml: {sorted(missing)}"
