@@ -91,28 +91,34 @@ install_publish_tools() {
 }
 
 install_cluster_tools() {
-  local src="$cache/src/kubernetes-$KUBERNETES_VERSION"
-  local staging_version="v0.${KUBERNETES_VERSION#v1.}"
-  # k8s.io/kubernetes points its staging modules at ./staging; a dependent must map each to its release.
-  local mod_dir replaces=()
-  mod_dir=$(GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" |
+  # Small ones first, so a failure in the large Kubernetes build still leaves etcd and kwok usable.
+  build etcd "$ETCD_VERSION" "go.etcd.io/etcd/server/v3@$ETCD_VERSION" go.etcd.io/etcd/server/v3 \
+    "-X go.etcd.io/etcd/api/v3/version.Version=${ETCD_VERSION#v}"
+  local kwok_stamp="-X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}"
+  build kwok "$KWOK_VERSION" "sigs.k8s.io/kwok@$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwok "$kwok_stamp"
+  build kwokctl "$KWOK_VERSION" "sigs.k8s.io/kwok@$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwokctl "$kwok_stamp"
+  # k8s.io/kubernetes points its staging modules at ./staging (absent from the module zip); a dependent
+  # module must map each one to its own release, v0.<minor>.<patch> for Kubernetes v1.<minor>.<patch>.
+  local staging_version="v0.${KUBERNETES_VERSION#v1.}" minor mod_dir replaces=()
+  minor=${staging_version#v0.} && minor=${minor%%.*}
+  mod_dir=$(go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
   while read -r m; do replaces+=("$m=$m@$staging_version"); done < <(
     sed -n 's#^\s*\(k8s.io/[a-z0-9-]*\) => ./staging/.*#\1#p' "$mod_dir/go.mod")
-  local stamp="-X k8s.io/component-base/version.gitVersion=$KUBERNETES_VERSION"
-  stamp+=" -X k8s.io/client-go/pkg/version.gitVersion=$KUBERNETES_VERSION"
-  stamp+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${staging_version#v0.}"
+  if ((${#replaces[@]} == 0)); then
+    log "no staging replaces found in $mod_dir/go.mod; cannot build Kubernetes $KUBERNETES_VERSION"
+    return 1
+  fi
+  # Without stamping, the binaries report v0.0.0-master and kubectl/Helm see a bogus server version.
+  local stamp="" pkg
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    stamp+=" -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+    stamp+=" -X $pkg.gitTreeState=clean"
+  done
   for c in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
     build "$c" "$KUBERNETES_VERSION" "k8s.io/kubernetes@$KUBERNETES_VERSION" "k8s.io/kubernetes/cmd/$c" \
       "$stamp" "${replaces[@]}"
   done
-  build etcd "$ETCD_VERSION" "go.etcd.io/etcd/server/v3@$ETCD_VERSION" go.etcd.io/etcd/server/v3 \
-    "-X go.etcd.io/etcd/api/v3/version.Version=${ETCD_VERSION#v}"
-  build kwok "$KWOK_VERSION" "sigs.k8s.io/kwok@$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwok \
-    "-X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION"
-  build kwokctl "$KWOK_VERSION" "sigs.k8s.io/kwok@$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwokctl \
-    "-X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION"
-  : "$src"
 }
 
 command -v go >/dev/null || { log "Go is required (https://go.dev); none found on PATH"; exit 2; }

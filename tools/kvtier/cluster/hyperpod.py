@@ -1,0 +1,74 @@
+"""The HyperPod Inference Operator's real CRDs, installed on the test API server.
+
+The files come from /work/shared/fixtures/hyperpod-inference-operator (see its README): the operator's
+chart renders them through `tpl`, so they still hold `{{ .Values.* }}` in the cert-manager annotation and
+the conversion webhook. Here there is no webhook (and tests must not dial one), so the CA annotation is
+dropped and conversion set to None; the structural schemas, which are what tests validate against, stay
+untouched. The operator itself is closed source and is not run.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kvtier import paths
+from kvtier.cluster.rest import Rest
+from kvtier.errors import UserError
+
+CRD_FILES = ("inferenceendpointconfigs.crd.yaml", "jumpstartmodels.crd.yaml")
+
+
+def fixtures_dir() -> Path:
+    """$KVTIER_HYPERPOD_FIXTURES, else ../shared/fixtures/hyperpod-inference-operator next to the checkout."""
+    env = os.environ.get("KVTIER_HYPERPOD_FIXTURES")
+    return Path(env) if env else paths.ROOT.parent / "shared" / "fixtures" / "hyperpod-inference-operator"
+
+
+def crd_manifests() -> list[dict[str, Any]]:
+    """The CRDs, made installable without the operator's webhook."""
+    crds = []
+    for name in CRD_FILES:
+        file = fixtures_dir() / name
+        if not file.is_file():
+            raise UserError(
+                f"HyperPod operator CRD {file} not found; set KVTIER_HYPERPOD_FIXTURES to the "
+                "folder holding the operator's CRD files"
+            )
+        crd = yaml.safe_load(file.read_text())
+        crd["metadata"].get("annotations", {}).pop("cert-manager.io/inject-ca-from", None)
+        crd["spec"]["conversion"] = {"strategy": "None"}
+        crds.append(crd)
+    return crds
+
+
+CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
+
+def install_crds(rest: Rest, timeout: float = 60) -> list[str]:
+    """Create (or replace) the CRDs and wait until the API server serves them; returns their names."""
+    names = []
+    for crd in crd_manifests():
+        name = crd["metadata"]["name"]
+        names.append(name)
+        current = rest.find(f"{CRD_PATH}/{name}")
+        if current is None:
+            rest.post(CRD_PATH, crd)
+        else:
+            crd["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+            rest.put(f"{CRD_PATH}/{name}", crd)
+    deadline = time.monotonic() + timeout
+    while not all(_established(rest, name) for name in names):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"HyperPod CRDs not Established after {timeout:.0f}s: {names}")
+        time.sleep(0.5)
+    return names
+
+
+def _established(rest: Rest, name: str) -> bool:
+    conditions = rest.get(f"{CRD_PATH}/{name}").get("status", {}).get("conditions") or []
+    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)

@@ -1,0 +1,66 @@
+"""The kwokctl configuration of the test cluster: local binaries only, loopback only, our stages.
+
+Field names are those of kwok v0.8.0's `KwokctlConfiguration` (config.kwok.x-k8s.io/v1alpha1). Every
+binary is a local path, so kwokctl never downloads anything; `bindAddress` keeps every port on loopback.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from kvtier import paths
+from kvtier.toolchain import versions
+
+STAGES_FILE = paths.ROOT / "toolchain" / "kwok" / "stages.yaml"
+BIND_ADDRESS = "127.0.0.1"
+COMPONENTS = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok-controller"]
+
+
+def admission_policy_switches(minor: int) -> tuple[str, str]:
+    """(runtime-config, feature-gates) that serve MutatingAdmissionPolicy on Kubernetes 1.<minor>.
+
+    KEP-3962: alpha in 1.32 (v1alpha1), beta in 1.34 (v1beta1, gate off by default), GA in 1.36
+    (v1, on by default). Where v1 is served we also serve v1beta1, so the bundle's policy for
+    1.34/1.35 clusters can be tested on the same API server.
+    """
+    if minor >= 36:
+        return "admissionregistration.k8s.io/v1beta1=true", ""
+    if minor >= 34:
+        return "admissionregistration.k8s.io/v1beta1=true", "MutatingAdmissionPolicy=true"
+    if minor >= 32:
+        return "admissionregistration.k8s.io/v1alpha1=true", "MutatingAdmissionPolicy=true"
+    raise ValueError(f"Kubernetes 1.{minor} has no MutatingAdmissionPolicy (needs 1.32 or newer)")
+
+
+def render(binaries: dict[str, Path], minor: int) -> str:
+    """The multi-document YAML passed to `kwokctl create cluster --config`."""
+    runtime_config, feature_gates = admission_policy_switches(minor)
+    pinned = versions()
+    options = {
+        "runtime": "binary",
+        "bindAddress": BIND_ADDRESS,
+        "components": COMPONENTS,
+        "kubeVersion": pinned["KUBERNETES_VERSION"],
+        "etcdVersion": pinned["ETCD_VERSION"],
+        "kwokVersion": pinned["KWOK_VERSION"],
+        "kubeApiserverBinary": str(binaries["kube-apiserver"]),
+        "kubeControllerManagerBinary": str(binaries["kube-controller-manager"]),
+        "kubeSchedulerBinary": str(binaries["kube-scheduler"]),
+        "kubectlBinary": str(binaries["kubectl"]),
+        "etcdBinary": str(binaries["etcd"]),
+        "kwokControllerBinary": str(binaries["kwok"]),
+        # TLS + RBAC + the default admission chain (Pod Security, ServiceAccount, policies) as in production.
+        "securePort": True,
+        "kubeAuthorization": True,
+        "kubeAdmission": True,
+        "kubeRuntimeConfig": runtime_config,
+        "kubeFeatureGates": feature_gates,
+    }
+    config = {
+        "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+        "kind": "KwokctlConfiguration",
+        "options": {key: value for key, value in options.items() if value != ""},
+    }
+    return yaml.safe_dump(config, sort_keys=False) + "---\n" + STAGES_FILE.read_text()

@@ -1,0 +1,239 @@
+"""Bring the test cluster up, report on it, take it down (kwokctl's binary runtime underneath).
+
+Every wait has a deadline, and a failure names the component that did not come up and its log.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from kvtier.cluster import binaries, kwokconfig, nodes
+from kvtier.cluster.rest import Rest
+from kvtier.errors import UserError
+
+DEFAULT_NAME = "kvtier"
+Progress = Callable[[str], None]
+
+
+def stderr_progress(message: str) -> None:
+    print(f"[cluster] {message}", file=sys.stderr, flush=True)
+
+
+class ComponentError(UserError):
+    """A control-plane component did not come up; the message points at its log."""
+
+    def __init__(self, name: str, component: str, what: str) -> None:
+        log = log_path(name, component)
+        tail = _tail(log)
+        super().__init__(
+            f"{component} {what}; log: {log}"
+            + (f"\n--- last lines of {log.name} ---\n{tail}" if tail else "")
+        )
+        self.component = component
+        self.log = log
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    name: str
+    kubeconfig: Path
+    server: str
+    version: str
+    started: bool  # True when this call started the cluster, False when it reused a running one
+
+
+def workdir(name: str) -> Path:
+    """kwokctl's directory of the cluster ($KWOK_WORKDIR/clusters/<name>)."""
+    return binaries.cache_dir() / "clusters" / name
+
+
+def kubeconfig_path(name: str) -> Path:
+    return workdir(name) / "kubeconfig.yaml"
+
+
+def log_path(name: str, component: str) -> Path:
+    return workdir(name) / "logs" / f"{component}.log"
+
+
+def rest(name: str = DEFAULT_NAME) -> Rest:
+    """A JSON client for the cluster, authenticated as its admin."""
+    return Rest.from_kubeconfig(kubeconfig_path(name))
+
+
+def up(name: str = DEFAULT_NAME, timeout: float = 300, progress: Progress = stderr_progress) -> ClusterInfo:
+    """Start the cluster (or reuse a running one) and wait until nodes, scheduler and controllers work."""
+    tools = binaries.require()
+    started = False
+    if _ready(name):
+        progress(f"reusing the running cluster {name!r}")
+    else:
+        if workdir(name).exists():
+            progress(f"removing the stale cluster {name!r} left by an earlier run")
+            _kwokctl(["delete", "cluster", "--name", name], progress, timeout=120)
+        _create(name, tools, timeout, progress)
+        started = True
+    deadline = time.monotonic() + timeout
+    _wait(name, "kube-apiserver", "is not ready (GET /readyz)", deadline, progress, lambda: _ready(name))
+    api = rest(name)
+    names = nodes.ensure(api)
+    _wait(
+        name,
+        "kwok-controller",
+        f"did not make the fake nodes Ready ({', '.join(names)})",
+        deadline,
+        progress,
+        lambda: not nodes.not_ready(api, names),
+    )
+    _wait(
+        name,
+        "kube-controller-manager",
+        "created no `default` ServiceAccount",
+        deadline,
+        progress,
+        lambda: api.find("/api/v1/namespaces/default/serviceaccounts/default") is not None,
+    )
+    _wait(
+        name,
+        "kube-scheduler",
+        "holds no leader lease in kube-system",
+        deadline,
+        progress,
+        lambda: (
+            api.find("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-scheduler") is not None
+        ),
+    )
+    version = api.get("/version")["gitVersion"]
+    server = api.host
+    progress(f"cluster {name!r} ready: Kubernetes {version} at {server}, {len(names)} fake nodes")
+    return ClusterInfo(name, kubeconfig_path(name), server, version, started)
+
+
+def down(name: str = DEFAULT_NAME, progress: Progress = stderr_progress) -> bool:
+    """Stop the cluster's processes and delete its directory; False when there was none."""
+    if not workdir(name).exists():
+        return False
+    binaries.require()
+    _kwokctl(["delete", "cluster", "--name", name], progress, timeout=120)
+    return True
+
+
+def status(name: str = DEFAULT_NAME) -> dict[str, object]:
+    """What a person needs to know: does it exist, is the API server answering, which nodes are Ready."""
+    info: dict[str, object] = {"name": name, "exists": workdir(name).exists(), "ready": False}
+    if not info["exists"]:
+        return info
+    info["kubeconfig"] = str(kubeconfig_path(name))
+    info["logs"] = str(workdir(name) / "logs")
+    if _ready(name):
+        api = rest(name)
+        all_nodes = [node["metadata"]["name"] for node in api.get("/api/v1/nodes")["items"]]
+        info.update(
+            ready=True,
+            server=api.host,
+            version=api.get("/version")["gitVersion"],
+            nodes=len(all_nodes),
+            nodes_not_ready=nodes.not_ready(api, all_nodes),
+        )
+    return info
+
+
+def _create(name: str, tools: dict[str, Path], timeout: float, progress: Progress) -> None:
+    progress(f"starting cluster {name!r} (Kubernetes {tools['kube-apiserver'].name}, loopback only)")
+    text = kwokconfig.render(tools, binaries.kubernetes_minor())
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", prefix="kwokctl-") as conf:
+        conf.write(text)
+        conf.flush()
+        args = [
+            "create",
+            "cluster",
+            "--name",
+            name,
+            "--runtime",
+            "binary",
+            "--config",
+            conf.name,
+            "--kubeconfig",
+            "",
+            "--timeout",
+            f"{int(timeout)}s",
+        ]
+        code, output = _kwokctl(args, progress, timeout=timeout + 30, check=False)
+    if code != 0:
+        raise _diagnose(name, f"`kwokctl create cluster` failed (exit {code}):\n{output[-2000:]}")
+
+
+def _diagnose(name: str, what: str) -> UserError:
+    """Name the first component whose log shows it failed, else point at the log folder."""
+    for component in kwokconfig.COMPONENTS:
+        log = log_path(name, component)
+        if log.exists() and any(word in _tail(log).lower() for word in ("fatal", "error", "panic")):
+            return ComponentError(name, component, f"failed to start ({what.splitlines()[0]})")
+    return UserError(f"{what}\ncomponent logs: {workdir(name) / 'logs'}")
+
+
+def _kwokctl(args: list[str], progress: Progress, timeout: float, check: bool = True) -> tuple[int, str]:
+    """Run kwokctl with its working directory in our cache; stream its lines as progress."""
+    env = {**os.environ, "KWOK_WORKDIR": str(binaries.cache_dir())}
+    command = [str(binaries.path("kwokctl")), *args]
+    proc = subprocess.Popen(
+        command,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines = []
+    deadline = time.monotonic() + timeout
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line)
+        progress(f"  kwokctl: {line.rstrip()}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            break
+    code = proc.wait()
+    output = "".join(lines)
+    if check and code != 0:
+        raise UserError(f"`kwokctl {' '.join(args)}` failed (exit {code}):\n{output[-2000:]}")
+    return code, output
+
+
+def _ready(name: str) -> bool:
+    """True when the cluster's API server answers /readyz with ok."""
+    if not kubeconfig_path(name).exists():
+        return False
+    try:
+        return str(rest(name).request("GET", "/readyz", timeout=5)).strip() == "ok"
+    except Exception:  # any failure to answer means "not ready"
+        return False
+
+
+def _wait(
+    name: str, component: str, what: str, deadline: float, progress: Progress, check: Callable[[], bool]
+) -> None:
+    progress(f"waiting for {component}")
+    last_error = ""
+    while True:
+        try:
+            if check():
+                return
+        except Exception as error:  # transient API errors while starting
+            last_error = f" (last error: {error})".splitlines()[0]
+        if time.monotonic() > deadline:
+            raise ComponentError(name, component, what + last_error)
+        time.sleep(1)
+
+
+def _tail(log: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""

@@ -1,0 +1,61 @@
+"""Static PersistentVolumes: KWOK has no CSI driver, so nothing would provision a claim.
+
+Tests pre-create PVs for the storage classes a release uses (the Curvine class `<release>-curvine`, the
+masters' meta/journal class); the PV controller then binds the claims as it would on a real cluster.
+The volumes are hostPath, which needs no attach step; no kubelet ever mounts them.
+"""
+
+from __future__ import annotations
+
+from kvtier.cluster.rest import Rest
+
+LABEL = "kvtier.io/static-pv-for"  # value: the owner (e.g. a release name), for clean-up
+
+
+def create(rest: Rest, owner: str, storage_class: str, count: int, size: str = "10Ti") -> list[str]:
+    """`count` Retain PVs of `storage_class`, usable as RWO or RWX claims up to `size`."""
+    names = []
+    for index in range(count):
+        name = f"static-{owner}-{storage_class or 'noclass'}-{index}"[:253]
+        body = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": name, "labels": {LABEL: owner}},
+            "spec": {
+                "capacity": {"storage": size},
+                "accessModes": ["ReadWriteOnce", "ReadWriteMany"],
+                "persistentVolumeReclaimPolicy": "Retain",
+                "storageClassName": storage_class,
+                "hostPath": {"path": f"/var/lib/kvtier-fake/{name}"},
+            },
+        }
+        rest.post("/api/v1/persistentvolumes", body)
+        names.append(name)
+    return names
+
+
+def delete(rest: Rest, owner: str) -> int:
+    """Delete every static PV created for `owner`; returns how many."""
+    pvs = rest.get("/api/v1/persistentvolumes", labelSelector=f"{LABEL}={owner}")["items"]
+    for pv in pvs:
+        rest.delete(f"/api/v1/persistentvolumes/{pv['metadata']['name']}")
+    return len(pvs)
+
+
+def claims_needed(manifests: list[dict]) -> dict[str, int]:
+    """Claims per storage class ("" = none) that rendered objects make: PVCs, StatefulSet claim templates."""
+    needed: dict[str, int] = {}
+    for obj in manifests:
+        if obj.get("kind") == "PersistentVolumeClaim":
+            claims, copies = [obj], 1
+        elif obj.get("kind") == "StatefulSet":
+            claims, copies = (
+                obj["spec"].get("volumeClaimTemplates") or [],
+                int(obj["spec"].get("replicas", 1)),
+            )
+        else:
+            continue
+        for claim in claims:
+            storage_class = claim.get("spec", {}).get("storageClassName") or ""
+            needed[storage_class] = needed.get(storage_class, 0) + copies
+    return needed
