@@ -28,10 +28,13 @@ class Loaded:
 
     path: Path
     data: Any
-    marks: dict[KeyPath, tuple[int, int]] = field(default_factory=dict)
+    marks: dict[KeyPath, tuple[int, int]] = field(default_factory=dict)  # where each key is written
+    value_marks: dict[KeyPath, tuple[int, int]] = field(default_factory=dict)  # where each value starts
 
-    def where(self, key_path: KeyPath) -> tuple[int, int]:
-        """Position of a path, or of its nearest ancestor that has one (a missing key: its parent)."""
+    def where(self, key_path: KeyPath, value: bool = False) -> tuple[int, int]:
+        """Position of a path's key (or value), else of its nearest ancestor (a missing key: its parent)."""
+        if value and key_path in self.value_marks:
+            return self.value_marks[key_path]
         for end in range(len(key_path), -1, -1):
             if key_path[:end] in self.marks:
                 return self.marks[key_path[:end]]
@@ -59,7 +62,9 @@ class _Builder:
         self.count += 1
         if self.count > MAX_NODES:
             raise self.fail(node, f"more than {MAX_NODES} values (an alias bomb?); refusing to expand")
-        self.loaded.marks.setdefault(key_path, (node.start_mark.line + 1, node.start_mark.column + 1))
+        mark = (node.start_mark.line + 1, node.start_mark.column + 1)
+        self.loaded.marks.setdefault(key_path, mark)
+        self.loaded.value_marks[key_path] = mark
         if isinstance(node, yaml.MappingNode):
             return self.mapping(node, key_path)
         if isinstance(node, yaml.SequenceNode):

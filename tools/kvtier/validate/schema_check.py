@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError, best_match
+from jsonschema.exceptions import SchemaError, ValidationError, best_match
+from referencing.exceptions import Unresolvable
 
 from kvtier import paths
 from kvtier import schema as schema_source
@@ -36,7 +37,10 @@ def validator(source: Path | None = None) -> Draft202012Validator:
         bundled = schema_source.bundle(path)
     except (OSError, ValueError, KeyError) as error:
         raise UserError(f"cannot bundle {path}: {error}") from None
-    Draft202012Validator.check_schema(bundled)
+    try:
+        Draft202012Validator.check_schema(bundled)
+    except SchemaError as error:
+        raise UserError(f"{path} (bundled) is not a valid JSON Schema: {error.message[:300]}") from None
     return Draft202012Validator(bundled)
 
 
@@ -74,7 +78,8 @@ def _translate(error: ValidationError, loaded: Loaded) -> list[Finding]:
     name = str(keyword)
 
     def finding(path: KeyPath, message: str, expected: str = "", suggestion: str = "") -> Finding:
-        line, column = loaded.where(path)
+        # a value's own problem points at the value; a key's (unknown, missing) at the key
+        line, column = loaded.where(path, value=keyword not in ("additionalProperties", "required"))
         return Finding(
             SCHEMA,
             f"schema.{name}",
@@ -135,7 +140,16 @@ def _translate(error: ValidationError, loaded: Loaded) -> list[Finding]:
 
 
 def check(loaded: Loaded, source: Path | None = None) -> list[Finding]:
-    errors = sorted(validator(source).iter_errors(loaded.data), key=lambda e: list(map(str, e.absolute_path)))
+    try:
+        errors = sorted(
+            validator(source).iter_errors(loaded.data), key=lambda e: list(map(str, e.absolute_path))
+        )
+    except (Unresolvable, SchemaError) as error:  # the schema source is broken, not the values
+        detail = str(error).split(" within ")[0][:200]  # the message goes on to print the whole schema
+        raise UserError(
+            f"the umbrella schema (schema/{UMBRELLA}{schema_source.SUFFIX}, bundled) cannot be used: "
+            f"{detail}; fix the schema source and run `kvtier generate`"
+        ) from None
     findings: list[Finding] = []
     for error in errors:
         findings.extend(_translate(error, loaded))
