@@ -102,6 +102,8 @@ def _annotation(chart_dir: Path, key: str) -> tuple[object, int, str]:
     annotations = chart_meta(chart_dir).get("annotations") or {}
     lines = (chart_dir / "Chart.yaml").read_text().splitlines()
     line = next((n for n, text in enumerate(lines, 1) if text.strip().startswith(f"{key}:")), 0)
+    # An absent key is reported at the `annotations:` line, where it belongs.
+    line = line or next((n for n, text in enumerate(lines, 1) if text.startswith("annotations:")), 0)
     raw = annotations.get(key)
     if raw is None:
         return None, line, ""
@@ -152,7 +154,8 @@ def annotation_findings(chart_dir: Path) -> list[Finding]:
 
     license_text, line, error = _annotation(chart_dir, "artifacthub.io/license")
     if error or not isinstance(license_text, str) or not _SPDX.match(license_text):
-        bad("artifacthub-annotation", line, error or "`artifacthub.io/license` must be an SPDX identifier")
+        problem = "is missing" if license_text is None else f"{license_text!r} is not an SPDX identifier"
+        bad("artifacthub-annotation", line, error or f"`artifacthub.io/license` {problem} (e.g. Apache-2.0)")
 
     links, line, error = _annotation(chart_dir, "artifacthub.io/links")
     if error or not isinstance(links, list) or not links:
