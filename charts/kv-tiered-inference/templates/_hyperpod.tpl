@@ -3,7 +3,7 @@ Helpers of the HyperPod target (templates/hyperpod-*.yaml). See docs/hyperpod.md
 */}}
 
 {{/* The MutatingAdmissionPolicy API versions, newest first. */}}
-{{- define "kvtier.hyperpod.policyVersions" -}}
+{{- define "kv-tiered-inference.hyperpod.policyVersions" -}}
 admissionregistration.k8s.io/v1 admissionregistration.k8s.io/v1beta1 admissionregistration.k8s.io/v1alpha1
 {{- end -}}
 
@@ -11,13 +11,13 @@ admissionregistration.k8s.io/v1 admissionregistration.k8s.io/v1beta1 admissionre
 The MutatingAdmissionPolicy API version to render: hyperpod.patch.apiVersion when set, else the newest one
 the cluster serves; empty when none is served.
 */}}
-{{- define "kvtier.hyperpod.policyApiVersion" -}}
+{{- define "kv-tiered-inference.hyperpod.policyApiVersion" -}}
 {{- $patch := .Values.hyperpod.patch -}}
 {{- if $patch.apiVersion -}}
 {{- $patch.apiVersion -}}
 {{- else -}}
 {{- $found := "" -}}
-{{- range (include "kvtier.hyperpod.policyVersions" . | splitList " ") -}}
+{{- range (include "kv-tiered-inference.hyperpod.policyVersions" . | splitList " ") -}}
 {{- if and (not $found) ($.Capabilities.APIVersions.Has (printf "%s/MutatingAdmissionPolicy" .)) -}}
 {{- $found = . -}}
 {{- end -}}
@@ -30,12 +30,12 @@ the cluster serves; empty when none is served.
 Which mechanism carries the patch: "mutatingAdmissionPolicy" or "kyverno"; fails with the remedy when
 neither is available. Only called when the HyperPod target has L2 on.
 */}}
-{{- define "kvtier.hyperpod.mechanism" -}}
+{{- define "kv-tiered-inference.hyperpod.mechanism" -}}
 {{- $mechanism := .Values.hyperpod.patch.mechanism -}}
 {{- $kyverno := .Capabilities.APIVersions.Has "kyverno.io/v1/Policy" -}}
 {{- if eq $mechanism "kyverno" -}}
 kyverno
-{{- else if include "kvtier.hyperpod.policyApiVersion" . -}}
+{{- else if include "kv-tiered-inference.hyperpod.policyApiVersion" . -}}
 mutatingAdmissionPolicy
 {{- else if and (eq $mechanism "auto") $kyverno -}}
 kyverno
@@ -45,41 +45,32 @@ kyverno
 {{- end -}}
 
 {{/* Whether the patch is needed: HyperPod target with the shared L2 on. */}}
-{{- define "kvtier.hyperpod.patchEnabled" -}}
+{{- define "kv-tiered-inference.hyperpod.patchEnabled" -}}
 {{- if and (eq .Values.target "hyperpod") .Values.cache.l2.enabled -}}true{{- end -}}
 {{- end -}}
 
-{{/* Name of the L2 PVC mounted into the engine pods (the umbrella's contract). */}}
-{{- define "kvtier.hyperpod.l2ClaimName" -}}
-{{- .Values.cache.l2.claim.existingClaim | default (printf "%s-l2cache" .Release.Name) -}}
-{{- end -}}
-
-{{/* LMCACHE_REMOTE_URL of the filesystem L2: host and port are placeholders LMCache's URL parser needs. */}}
-{{- define "kvtier.hyperpod.remoteUrl" -}}
-{{- printf "fs://localhost:0%s/" (trimSuffix "/" .Values.cache.l2.mountPath) -}}
-{{- end -}}
-
 {{/* The environment the patch sets on the vLLM container, as a JSON list of {name, value}. */}}
-{{- define "kvtier.hyperpod.patchEnv" -}}
+{{- define "kv-tiered-inference.hyperpod.patchEnv" -}}
 {{- $env := list
-  (dict "name" "LMCACHE_REMOTE_URL" "value" (include "kvtier.hyperpod.remoteUrl" .))
+  (dict "name" "LMCACHE_REMOTE_URL" "value" (include "kv-tiered-inference.remoteUrl" .))
   (dict "name" "LMCACHE_REMOTE_SERDE" "value" "naive")
   (dict "name" "LMCACHE_CHUNK_SIZE" "value" (toString .Values.cache.chunkSize))
+  (dict "name" "LMCACHE_PRE_CACHING_HASH_ALGORITHM" "value" (toString .Values.cache.hashAlgorithm))
   (dict "name" "PYTHONHASHSEED" "value" (toString .Values.cache.hashSeed)) -}}
 {{- toJson $env -}}
 {{- end -}}
 
 {{/* Names the patch owns in the container's env: those it sets plus those it removes (JSON list). */}}
-{{- define "kvtier.hyperpod.managedEnvNames" -}}
+{{- define "kv-tiered-inference.hyperpod.managedEnvNames" -}}
 {{- $names := list -}}
-{{- range (include "kvtier.hyperpod.patchEnv" . | fromJsonArray) -}}
+{{- range (include "kv-tiered-inference.hyperpod.patchEnv" . | fromJsonArray) -}}
 {{- $names = append $names .name -}}
 {{- end -}}
 {{- toJson (concat $names (.Values.hyperpod.patch.removeEnv | default list) | uniq) -}}
 {{- end -}}
 
 {{/* Endpoint (= InferenceEndpointConfig = Deployment) names of this release, as a JSON list. */}}
-{{- define "kvtier.hyperpod.endpointNames" -}}
+{{- define "kv-tiered-inference.hyperpod.endpointNames" -}}
 {{- $names := list -}}
 {{- range .Values.models -}}
 {{- $names = append $names .name -}}
@@ -88,7 +79,7 @@ kyverno
 {{- end -}}
 
 {{/* Cluster-scoped object name for this release's patch (namespace + release, so two releases coexist). */}}
-{{- define "kvtier.hyperpod.policyName" -}}
+{{- define "kv-tiered-inference.hyperpod.policyName" -}}
 {{- printf "%s-%s-hyperpod-l2" .Release.Namespace .Release.Name | trunc 253 | trimSuffix "-" -}}
 {{- end -}}
 
@@ -96,20 +87,24 @@ kyverno
 spec.modelSourceConfig of one model. Input: dict "model" <models[] entry>. HyperPod takes Hugging Face, S3
 or FSx; a pvc source has no equivalent there.
 */}}
-{{- define "kvtier.hyperpod.modelSource" -}}
+{{- define "kv-tiered-inference.hyperpod.modelSource" -}}
 {{- $m := .model -}}
 {{- $src := $m.source | default dict -}}
 {{- if hasKey $src "huggingface" }}
+{{- $hf := $src.huggingface | default dict }}
 modelSourceType: huggingface
 huggingFaceModel:
   modelId: {{ $m.model | quote }}
-  {{- with ($src.huggingface | default dict).revision }}
+  {{- with $hf.revision }}
+  {{- if not (regexMatch "^[0-9a-f]{40}$" .) }}
+  {{- fail (printf "models[%s].source.huggingface.revision %q: target hyperpod takes a full 40-character commit SHA (the operator's commitSHA), not a branch or tag" $m.name .) }}
+  {{- end }}
   commitSHA: {{ . | quote }}
   {{- end }}
-  {{- with ($src.huggingface | default dict).tokenSecret }}
+  {{- if ($hf.tokenSecret | default dict).name }}
   tokenSecretRef:
-    name: {{ .name | quote }}
-    key: {{ .key | quote }}
+    name: {{ $hf.tokenSecret.name | quote }}
+    key: {{ $hf.tokenSecret.key | default "token" | quote }}
   {{- end }}
 {{- else if hasKey $src "s3" }}
 modelSourceType: s3
@@ -138,7 +133,7 @@ modelLocation: {{ . | quote }}
 {{- end -}}
 
 {{/* vLLM arguments of one model (after the model path the operator's image expects first). Input: dict "model" "root". */}}
-{{- define "kvtier.hyperpod.workerArgs" -}}
+{{- define "kv-tiered-inference.hyperpod.workerArgs" -}}
 {{- $m := .model -}}
 {{- $v := .root.Values -}}
 {{- $args := list $v.hyperpod.worker.modelMountPath "--served-model-name" $m.model "--port" (toString $v.hyperpod.worker.port) -}}
@@ -152,18 +147,4 @@ modelLocation: {{ . | quote }}
 {{- with $m.gpuMemoryUtilization }}{{ $args = concat $args (list "--gpu-memory-utilization" (toString .)) }}{{ end -}}
 {{- with $m.gpusPerReplica }}{{ $args = concat $args (list "--tensor-parallel-size" (toString .)) }}{{ end -}}
 {{- toJson (concat $args ($m.extraArgs | default list)) -}}
-{{- end -}}
-
-{{/* Worker resources of one model: its resources, with nvidia.com/gpu = gpusPerReplica unless given. Input: the model. */}}
-{{- define "kvtier.hyperpod.workerResources" -}}
-{{- $res := deepCopy (.resources | default dict) -}}
-{{- $gpus := toString (.gpusPerReplica | default 1) -}}
-{{- range list "requests" "limits" -}}
-{{- $list := get $res . | default dict -}}
-{{- if not (hasKey $list "nvidia.com/gpu") -}}
-{{- $_ := set $list "nvidia.com/gpu" $gpus -}}
-{{- end -}}
-{{- $_ := set $res . $list -}}
-{{- end -}}
-{{- toJson $res -}}
 {{- end -}}
