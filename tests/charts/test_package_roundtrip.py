@@ -87,10 +87,20 @@ def published(oci: registry_server.LocalRegistry, tmp_path_factory: pytest.TempP
         "--plain-http",
         "--destination",
         str(dest),
-        env={"KVTIER_REGISTRY_USERNAME": USER, "KVTIER_REGISTRY_PASSWORD": PASSWORD},
+        env={
+            "KVTIER_REGISTRY_USERNAME": USER,
+            "KVTIER_REGISTRY_PASSWORD": PASSWORD,
+            "HELM_REGISTRY_CONFIG": str(dest / "helm-default-registry.json"),
+        },
     )
     assert result.returncode == 0, result.stdout + result.stderr
     return {"dest": dest, "stdout": result.stdout}
+
+
+def test_credentials_from_the_environment_leave_no_secret_on_disk(published) -> None:
+    assert not (published["dest"] / "helm-default-registry.json").exists(), (
+        "the login went to a throwaway registry config, not Helm's default one"
+    )
 
 
 def test_publish_pushes_both_charts_at_their_chart_versions(oci, published) -> None:
