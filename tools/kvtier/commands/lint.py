@@ -1,0 +1,44 @@
+"""`kvtier lint`: ct lint's checks per chart (version bump, yamale, yamllint, helm lint per CI values)."""
+
+from __future__ import annotations
+
+import argparse
+
+from rich.console import Console
+from rich.table import Table
+
+from kvtier import exitcodes, lint
+from kvtier.errors import UserError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("lint", help="lint every chart as chart-testing's `ct lint` does")
+    p.add_argument("--helm", default="3", help="Helm majors for `helm lint` (default 3, as ct; e.g. 3,4)")
+    p.add_argument("--ct", action="store_true", help="also run the real `ct lint` with ct.yaml")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        majors = tuple(int(m) for m in args.helm.split(",") if m.strip())
+    except ValueError:
+        raise UserError(f"--helm {args.helm!r}: expected majors like 3,4") from None
+    results, note = lint.lint(majors)
+    console = Console(width=max(Console().width, 140))
+    table = Table(title=f"kvtier lint (target: {note})", title_justify="left")
+    table.add_column("chart", style="bold")
+    table.add_column("check")
+    table.add_column("result", overflow="fold")
+    for result in results:
+        for step, outcome in result.steps.items():
+            style = "green" if outcome == "ok" else "dim" if outcome.startswith("skipped") else "red"
+            table.add_row(result.chart, step, outcome, style=style)
+    console.print(table)
+    failed = any(r.failed for r in results)
+    if args.ct:
+        remote, branch, _ = lint.target_ref()
+        ct = lint.run_ct(remote, branch)
+        console.print(ct.stdout[-3000:] + ct.stderr[-2000:], markup=False, highlight=False)
+        console.print(f"ct lint exit code {ct.returncode}", style="green" if ct.returncode == 0 else "red")
+        failed = failed or ct.returncode != 0
+    return exitcodes.FINDINGS if failed else exitcodes.OK
