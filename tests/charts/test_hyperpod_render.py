@@ -215,7 +215,8 @@ def test_helm_lint_strict_hyperpod(render, need, major: int) -> None:
 
 
 def test_refuses_without_policy_api_and_says_what_to_do(render) -> None:
-    result = helm.run(["template", "kv", str(CHART), "-n", "team-a", "-f", str(ENV)])
+    args = ["template", "kv", str(CHART), "-n", "team-a", "-f", str(ENV)]
+    result = helm.run([*args, "--set", "hyperpod.patch.apiVersion="])
     assert result.returncode != 0
     assert "serves no MutatingAdmissionPolicy API" in result.stderr
     assert "hyperpod.patch.apiVersion" in result.stderr and "Traceback" not in result.stderr
