@@ -1,1 +1,231 @@
-"""helm-unittest-compatible pytest plugin: collection hooks are added here."""
+"""pytest plugin: run helm-unittest suites (`charts/*/tests/*_test.yaml`) as pytest items.
+
+Inactive unless chart roots are configured (`--helm-unittest-root` or ini `helm_unittest_roots`), so
+the project's own `pytest tests` never collects chart suites by accident. One item per `it`, named
+`<chart>::<suite>::<it>`; -k/-m selection, skips and reporting are pytest's own.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kvtier.unittest_plugin import chartcopy, job, render
+from kvtier.unittest_plugin.snapshot import SnapshotFile
+from kvtier.unittest_plugin.suite import Job, Suite, SuiteError, parse_file
+from kvtier.unittest_plugin.values import ValuesError
+
+_STATE = pytest.StashKey[dict[str, Any]]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("helm-unittest", "helm-unittest suites as pytest items")
+    group.addoption(
+        "--helm-unittest-root",
+        action="append",
+        default=[],
+        metavar="CHART_DIR",
+        help="chart directory whose suites to run (repeatable); enables the plugin",
+    )
+    group.addoption(
+        "--helm-unittest-pattern",
+        default=None,
+        metavar="GLOB",
+        help="suite files relative to each chart (default: tests/*_test.yaml)",
+    )
+    group.addoption(
+        "--update-snapshots",
+        action="store_true",
+        default=False,
+        help="rewrite __snapshot__/*.snap files with the current output",
+    )
+    group.addoption(
+        "--helm-unittest-helm",
+        default=None,
+        metavar="PATH",
+        help="Helm 3 binary to render with (default: the pinned .tools/bin/helm3)",
+    )
+    parser.addini("helm_unittest_roots", "chart directories whose suites to run", type="linelist", default=[])
+    parser.addini("helm_unittest_pattern", "suite file glob relative to a chart", default="tests/*_test.yaml")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "helm_unittest: a helm-unittest test case (one `it` of a chart suite)")
+    cli_roots = config.getoption("--helm-unittest-root")
+    roots = [Path(r).resolve() for r in cli_roots or config.getini("helm_unittest_roots")]
+    pattern = config.getoption("--helm-unittest-pattern") or config.getini("helm_unittest_pattern")
+    config.stash[_STATE] = {"roots": roots, "pattern": pattern, "snapshots": {}, "ran": {}, "renderer": None}
+    if cli_roots and config.args_source == pytest.Config.ArgsSource.TESTPATHS:
+        config.args[:] = [str(r) for r in roots]  # the roots alone, not the project's testpaths
+    elif roots:
+        missing = [
+            str(r) for r in roots if not any(Path(a).resolve() in (r, *r.parents) for a in config.args)
+        ]
+        config.args.extend(missing)
+
+
+def _route_for(path: Path, state: dict[str, Any]) -> tuple[Path, str] | None:
+    """(top chart dir, chart route) when path is a suite file of a configured chart or its subchart."""
+    for root in state["roots"]:
+        try:
+            rel = path.relative_to(root)
+        except ValueError:
+            continue
+        if fnmatch.fnmatch(rel.as_posix(), state["pattern"]):
+            return root, chartcopy.chart_name(root)
+        parts = rel.parts
+        if len(parts) > 2 and parts[0] == "charts" and (root / "charts" / parts[1] / "Chart.yaml").is_file():
+            sub = root / "charts" / parts[1]
+            if fnmatch.fnmatch(path.relative_to(sub).as_posix(), state["pattern"]):
+                return root, f"{chartcopy.chart_name(root)}/charts/{chartcopy.chart_name(sub)}"
+    return None
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    state = parent.config.stash[_STATE]
+    if not state["roots"] or file_path.suffix not in (".yaml", ".yml"):
+        return None
+    found = _route_for(file_path.resolve(), state)
+    if found is None:
+        return None
+    return SuiteFile.from_parent(parent, path=file_path, chart_dir=found[0], chart_route=found[1])
+
+
+class SuiteFile(pytest.File):
+    def __init__(self, *, chart_dir: Path, chart_route: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.chart_dir, self.chart_route = chart_dir, chart_route
+
+    def collect(self) -> Iterator[pytest.Item]:
+        try:
+            suites = parse_file(self.path, self.chart_dir, self.chart_route)
+        except SuiteError as err:
+            raise self.CollectError(str(err)) from None
+        chart = self.chart_route.rsplit("/", 1)[-1]
+        seen: dict[str, int] = {}
+        for suite in suites:
+            for test in suite.jobs:
+                name = f"{chart}::{suite.name}::{test.name}"
+                seen[name] = seen.get(name, 0) + 1
+                item = HelmUnitItem.from_parent(
+                    self, name=name if seen[name] == 1 else f"{name}[{seen[name]}]", suite=suite, job=test
+                )
+                item.add_marker(pytest.mark.helm_unittest)
+                if test.skip_reason:
+                    item.add_marker(pytest.mark.skip(reason=test.skip_reason))
+                yield item
+
+
+class HelmUnitFailure(Exception):
+    """A test case whose assertions failed; carries helm-unittest-style failure lines."""
+
+
+class HelmUnitItem(pytest.Item):
+    def __init__(self, *, suite: Suite, job: Job, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.suite, self.job = suite, job
+
+    def runtest(self) -> None:
+        state = self.config.stash[_STATE]
+        result = job.run_job(self.suite, self.job, _renderer(self.config), _snapshots(state, self))
+        state["ran"].setdefault(_suite_key(self.suite), set()).add(self.job.name)
+        if result.status == "skipped":
+            pytest.skip("; ".join(result.lines))
+        if result.status == "failed":
+            raise HelmUnitFailure("\n".join(result.lines))
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        if isinstance(excinfo.value, HelmUnitFailure):
+            where = f"{self.path}: suite {self.suite.name!r}, test {self.job.name!r}"
+            return f"{where}\n{excinfo.value}"
+        return str(super().repr_failure(excinfo))
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, 0, f"{self.suite.chart_route}: {self.suite.name} :: {self.job.name}"
+
+
+def _suite_key(suite: Suite) -> tuple[str, str]:
+    return (str(suite.path), suite.snapshot_id)
+
+
+def _snapshots(state: dict[str, Any], item: HelmUnitItem) -> SnapshotFile:
+    key = _suite_key(item.suite)
+    if key not in state["snapshots"]:
+        update = item.config.getoption("--update-snapshots")
+        state["snapshots"][key] = SnapshotFile.for_suite(item.suite.path, item.suite.snapshot_id, update)
+    return state["snapshots"][key]
+
+
+def _renderer(config: pytest.Config) -> render.Renderer:
+    state = config.stash[_STATE]
+    if state["renderer"] is None:
+        helm = config.getoption("--helm-unittest-helm")
+        if helm is None:
+            from kvtier import toolchain
+
+            helm = str(toolchain.helm(3, allow_override=False))
+        state["renderer"] = render.Renderer(
+            Path(helm), Path(tempfile.mkdtemp(prefix="kvtier-helm-unittest-"))
+        )
+    return state["renderer"]
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Render every distinct request up front, in parallel: helm runs dominate the run time."""
+    items = [i for i in session.items if isinstance(i, HelmUnitItem) and not i.job.skip_reason]
+    if not items:
+        return
+    renderer = _renderer(session.config)
+    requests = set()
+    for item in items:
+        try:
+            requests.add(job.render_request(item.suite, item.job))
+        except ValuesError:
+            continue  # reported by the item itself
+    workers = max(1, min(len(requests), os.cpu_count() or 1))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(renderer.render, requests))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    state = session.config.stash.get(_STATE, None)
+    if not state:
+        return
+    totals: dict[tuple[str, str], set[str]] = {}
+    for item in session.items:
+        if isinstance(item, HelmUnitItem):
+            totals.setdefault(_suite_key(item.suite), set()).add(item.job.name)
+    for key, snap in state["snapshots"].items():
+        all_jobs = {j.name for s in _suites_in(key, session) for j in s.jobs}
+        snap.store(complete=state["ran"].get(key, set()) >= all_jobs)
+    if state["renderer"] is not None:
+        shutil.rmtree(state["renderer"].workdir, ignore_errors=True)
+
+
+def _suites_in(key: tuple[str, str], session: pytest.Session) -> list[Suite]:
+    seen: dict[int, Suite] = {}
+    for item in session.items:
+        if isinstance(item, HelmUnitItem) and _suite_key(item.suite) == key:
+            seen[id(item.suite)] = item.suite
+    return list(seen.values())
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """helm-unittest keeps the last Kubernetes version a test set as the default for later tests
+    (its Helm capabilities are a shared global); replay that over the full run, in file order."""
+    major, minor = render.DEFAULT_KUBE
+    for item in items:
+        if not isinstance(item, HelmUnitItem) or item.job.skip_reason:
+            continue
+        caps = item.job.capabilities
+        major, minor = caps["majorVersion"] or major, caps["minorVersion"] or minor
+        caps["majorVersion"], caps["minorVersion"] = major, minor

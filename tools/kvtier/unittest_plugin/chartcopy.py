@@ -1,0 +1,165 @@
+"""A throw-away copy of a chart shaped the way helm-unittest renders it.
+
+helm-unittest renders in-process with only the selected templates (plus partials), never checks
+`kubeVersion` or missing dependencies, and can override chart version/appVersion. The pinned Helm
+binary does check those, so the copy drops what helm-unittest ignores, and adds one probe template
+per chart that prints every kept template's raw output (base64), empty ones and NOTES.txt included.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import tarfile
+from pathlib import Path
+
+from kvtier.unittest_plugin import goemit, govalues
+
+PROBE = "!kvtier-probe.yaml"  # "!" sorts it last, so a real template's error is reported first
+PROBE_KEY = "kvtier-probe"
+_PROBE_BODY = """{{- $base := $.Template.BasePath -}}
+{{- $rel := dict %(release)s "Service" $.Release.Service -}}
+%(key)s:
+{{- range $name := list %(names)s }}
+{{- $path := printf "%%s/%%s" $base $name }}
+{{- $ctx := dict "Values" $.Values "Chart" $.Chart "Capabilities" $.Capabilities "Files" $.Files }}
+{{- $_ := set $ctx "Subcharts" $.Subcharts }}
+{{- $_ := set $ctx "Release" $rel }}
+{{- $_ := set $ctx "Template" (dict "Name" $path "BasePath" $base) }}
+  {{ $path | quote }}: {{ include $path $ctx | b64enc | quote }}
+{{- end }}
+"""
+
+
+def template_pattern(route: str, name: str) -> re.Pattern[str]:
+    """helm-unittest's glob for a template name: `*` and `**` over [0-9a-zA-Z_-/.], unanchored."""
+    if not name.startswith(("templates", "charts", "crds", "**")):
+        name = "templates/" + name
+    text = f"{route}/{name}".replace("//", "/")
+    out = []
+    i = 0
+    while i < len(text):
+        if text.startswith("**", i):
+            out.append(r"[0-9a-zA-Z_\-/\.]+")
+            i += 2
+        elif text[i] == "*":
+            out.append(r"[0-9a-zA-Z_\-/\.]*")
+            i += 1
+        else:
+            out.append(re.escape(text[i]))
+            i += 1
+    return re.compile("".join(out))
+
+
+def chart_name(chart_dir: Path) -> str:
+    meta = govalues.load((chart_dir / "Chart.yaml").read_text()) or {}
+    return str(meta.get("name", chart_dir.name))
+
+
+def _unpack_subcharts(charts_dir: Path) -> None:
+    for archive in sorted(charts_dir.glob("*.tgz")):
+        with tarfile.open(archive) as tar:
+            tar.extractall(charts_dir, filter="data")
+        archive.unlink()
+
+
+def _prepare(
+    chart_dir: Path,
+    route: str,
+    target_route: str,
+    include: list[str],
+    exclude: list[str],
+    overrides: dict[str, str],
+    release: dict[str, object],
+    is_top: bool,
+) -> None:
+    meta_path = chart_dir / "Chart.yaml"
+    meta = govalues.load(meta_path.read_text()) or {}
+    meta.pop("kubeVersion", None)
+    for key in ("version", "appVersion"):
+        if overrides.get(key):
+            meta[key] = overrides[key]
+    charts_dir = chart_dir / "charts"
+    present: dict[str, Path] = {}
+    if charts_dir.is_dir():
+        _unpack_subcharts(charts_dir)
+        for sub in sorted(p for p in charts_dir.iterdir() if (p / "Chart.yaml").is_file()):
+            present[chart_name(sub)] = sub
+    if meta.get("dependencies"):
+        meta["dependencies"] = [d for d in meta["dependencies"] if d.get("name") in present]
+    meta_path.write_text(goemit.dump(meta))
+    for name, sub in present.items():
+        sub_overrides = overrides if is_top else {}
+        _prepare(sub, f"{route}/charts/{name}", target_route, include, exclude, sub_overrides, release, False)
+    _filter_templates(chart_dir, route, target_route, include, exclude, release)
+
+
+def _filter_templates(
+    chart_dir: Path,
+    route: str,
+    target_route: str,
+    include: list[str],
+    exclude: list[str],
+    release: dict[str, object],
+) -> None:
+    templates_dir = chart_dir / "templates"
+    if not templates_dir.is_dir():
+        return
+    wanted = [template_pattern(target_route, p) for p in include]
+    unwanted = [template_pattern(target_route, p) for p in exclude]
+    kept: list[str] = []
+    for path in sorted(p for p in templates_dir.rglob("*") if p.is_file()):
+        rel = path.relative_to(templates_dir).as_posix()
+        if path.name.startswith("_"):
+            continue
+        full = f"{route}/templates/{rel}"
+        selected = any(p.search(full) for p in wanted) and not any(p.search(full) for p in unwanted)
+        if selected:
+            kept.append(rel)
+        else:
+            path.unlink()
+    names = " ".join(_go_quote(n) for n in kept)
+    fields = " ".join(f"{_go_quote(k)} {_go_literal(v)}" for k, v in release.items())
+    body = _PROBE_BODY % {"key": PROBE_KEY, "names": names, "release": fields}
+    (templates_dir / PROBE).write_text(body)
+
+
+def _go_quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def prepare_copy(
+    workdir: Path,
+    chart_dir: Path,
+    target_route: str,
+    include: list[str],
+    exclude: list[str],
+    overrides: dict[str, str],
+    release: dict[str, object],
+) -> Path:
+    """Copy chart_dir under workdir, filtered for one suite; returns the copy's directory.
+
+    `release` (Name, Namespace, Revision, IsInstall, IsUpgrade) is what templates see as .Release in
+    the probe: helm-unittest's defaults (RELEASE-NAME, revision 0) are not valid for `helm template`.
+    """
+    key = repr(
+        (str(chart_dir), target_route, include, exclude, sorted(overrides.items()), sorted(release.items()))
+    )
+    dest = workdir / hashlib.sha256(key.encode()).hexdigest()[:16] / chart_dir.name
+    if (dest / "Chart.yaml").is_file():
+        return dest
+    tmp = dest.with_name(dest.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(chart_dir, tmp, ignore=shutil.ignore_patterns(".git"))
+    _prepare(tmp, chart_name(tmp), target_route, include, exclude, overrides, release, True)
+    tmp.rename(dest)
+    return dest
+
+
+def _go_literal(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    return _go_quote(str(value))

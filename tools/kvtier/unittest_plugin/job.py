@@ -1,0 +1,219 @@
+"""Run one helm-unittest test (`it`): render, select templates and documents, run assertions."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvtier.unittest_plugin import chartcopy, govalues, render
+from kvtier.unittest_plugin.snapshot import SnapshotFile
+from kvtier.unittest_plugin.suite import Assertion, Job, Suite
+from kvtier.unittest_plugin.validators import VALIDATORS, Context
+from kvtier.unittest_plugin.values import ValuesError, user_values
+from kvtier.unittest_plugin.yamlpath import PathError, find
+
+# helm-unittest's reduction of a Helm error to (file, message): Go's (?msU) made explicit as lazy.
+_ERROR = re.compile(r"^(?:.+?: |.+? \()(?:(.+?):\d+:\d+).+?(?:.+?>)*?: (.+?)$", re.M | re.S)
+_SPLIT = re.compile(r"(?:^|\s*\n)---\s*")
+
+
+@dataclass
+class JobResult:
+    status: str  # passed | failed | skipped
+    lines: list[str] = field(default_factory=list)
+
+
+def template_file_name(name: str) -> str:
+    return name if name.startswith(("templates", "charts", "crds", "**")) else "templates/" + name
+
+
+def render_request(suite: Suite, job: Job) -> render.RenderRequest:
+    values = user_values(suite.path, job.values, job.global_set, job.set, suite.chart_route)
+    caps = job.capabilities
+    return render.RenderRequest(
+        chart_dir=suite.chart_dir,
+        target_route=suite.chart_route,
+        include=tuple(suite.templates or ["**"]),
+        exclude=tuple(suite.exclude),
+        overrides=tuple((k, v) for k, v in job.chart.items() if v),
+        release_name=str(job.release.get("name") or "RELEASE-NAME"),
+        namespace=str(job.release.get("namespace") or "NAMESPACE"),
+        revision=int(job.release.get("revision") or 0),
+        upgrade=job.release.get("upgrade") is True,
+        kube_major=caps["majorVersion"] or render.DEFAULT_KUBE[0],
+        kube_minor=caps["minorVersion"] or render.DEFAULT_KUBE[1],
+        api_versions=tuple(caps["apiVersions"]),
+        values_yaml=render.values_document(values),
+    )
+
+
+def _parse_docs(text: str) -> list[dict[str, Any]]:
+    docs = govalues.load_manifests(_SPLIT.sub("\n---\n", text))
+    out = []
+    for doc in docs:
+        if doc is None or doc == {}:
+            continue
+        if not isinstance(doc, dict):
+            raise ValueError(f"a rendered document is not a mapping: {str(doc)[:80]!r}")
+        out.append(doc)
+    return out
+
+
+def _manifests(files: dict[str, str], chart: str, succeeded: bool) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for name, text in files.items():
+        key = name if name.startswith(chart) else f"{chart}/{name}"
+        ext = "." + name.rsplit(".", 1)[-1] if "." in name.rsplit("/", 1)[-1] else ""
+        if not succeeded:
+            out[key] = [{"raw": text}]
+        elif ext in (".yaml", ".yml", ".tpl"):
+            out[key] = _parse_docs(text)
+        elif ext == ".txt":
+            out[key] = [{"raw": text}]
+    return out
+
+
+def _reduce_error(error: str, suite: Suite) -> tuple[dict[str, str], bool]:
+    """helm-unittest's translation of a render error into per-template output ({} if unparsed)."""
+    match = _ERROR.search(error)
+    if not match:
+        return {}, False
+    file_path = match.group(1)
+    _, _, rest = error.partition("\n")
+    content = (rest if rest else match.group(2)).lstrip("\n")
+    if file_path.rsplit("/", 1)[-1].startswith("_"):
+        names = suite.templates or ["**"]
+        return {f"{suite.chart_route}/{template_file_name(n)}": content for n in names}, True
+    return {file_path: content}, True
+
+
+def _select(
+    assertion: Assertion, job: Job, docs: dict[str, list[dict[str, Any]] | None]
+) -> dict[str, list[Any]]:
+    selector = assertion.selector if assertion.selector is not None else job.selector
+    if selector and selector.get("path"):
+        many, matched, out = selector.get("matchMany") is True, 0, {}
+        for template, manifests in docs.items():
+            picked = []
+            for doc in manifests or []:
+                values = find(doc, selector["path"])
+                want = selector.get("value")
+                if any(want is None or govalues.go_equal(want, v) for v in values):
+                    if not many and picked:
+                        raise PathError("multiple indexes found")
+                    picked.append(doc)
+            matched += len(picked)
+            if not many and matched > 1:
+                raise PathError("multiple indexes found")
+            if picked:
+                out[template] = picked
+        if matched == 0 and selector.get("skipEmptyTemplates") is not True:
+            raise PathError("document not found")
+        return out
+    index = job.document_index if job.document_index is not None else assertion.document_index
+    if index != -1:
+        out = {}
+        for template, manifests in docs.items():
+            if index >= len(manifests or []):
+                raise PathError(f"document index {index} is out of range")
+            out[template] = [(manifests or [])[index]]
+        return out
+    return {t: list(m or []) for t, m in docs.items()}
+
+
+def run_job(suite: Suite, job: Job, renderer: render.Renderer, snapshots: SnapshotFile) -> JobResult:
+    if job.skip_reason:
+        return JobResult("skipped", [job.skip_reason])
+    if job.unsupported:
+        return JobResult("failed", [f"not supported by the pytest plugin: {', '.join(job.unsupported)}"])
+    try:
+        request = render_request(suite, job)
+    except ValuesError as err:
+        return JobResult("failed", [f"Error: {err}"])
+    result = renderer.render(request)
+    require_success = all(VALIDATORS[a.kind][2] for a in job.asserts)
+    chart = chartcopy.chart_name(suite.chart_dir)
+    render_error: str | None = None
+    files, succeeded = result.files, result.error is None
+    if result.error is not None:
+        if require_success:
+            return JobResult("failed", ["Error: " + result.error])
+        files, parsed = _reduce_error(result.error, suite)
+        if not parsed:
+            render_error = result.error
+    try:
+        manifests = _manifests(files, chart, succeeded)
+    except Exception as err:
+        return JobResult("failed", [f"Error: {err}"])
+    counter = {"n": 0}
+
+    def compare(content: Any, match: str = "", not_match: str = "") -> Any:
+        counter["n"] += 1
+        return snapshots.compare(job.name, counter["n"], content, match, not_match)
+
+    defaults = suite.templates or ["**"]
+    passed_all, lines, skipped = True, [], 0
+    for n, assertion in enumerate(job.asserts):
+        validator, antonym, requires = VALIDATORS[assertion.kind]
+        if assertion.template:
+            names = [assertion.template]
+        elif job.templates:
+            names = job.templates
+        elif job.template:
+            names = [job.template]
+        elif any("*" in d for d in defaults):
+            names = list(files)
+        else:
+            names = defaults
+        if assertion.template or job.templates or job.template or not any("*" in d for d in defaults):
+            names = [f"{suite.chart_route}/{template_file_name(t)}" for t in names]
+        docs = {t: manifests.get(t) for t in names}
+        try:
+            selected = _select(assertion, job, docs)
+        except PathError as err:
+            passed_all = False
+            lines += [f"- asserts[{n}] `{assertion.kind}` fail", "Error:", f"\t{err}"]
+            continue
+        skip_empty = bool(job.selector and job.selector.get("skipEmptyTemplates") is True)
+        negative = assertion.negate != antonym
+        ok, fail_lines = True, []
+        if skip_empty and not selected:
+            skipped += 1
+            continue
+        if not selected:
+            if requires != succeeded:
+                ok, fail_lines = False, ["Error: rendered manifest is empty"]
+            else:
+                ok, fail_lines = validator(assertion.params, Context([], [], negative, compare, render_error))
+        for template in sorted(selected):
+            rendered = manifests.get(template)
+            if rendered is None and requires:
+                t_ok, t_lines = (
+                    False,
+                    [f'Error:\ttemplate "{template}" not exists or not selected in test suite'],
+                )
+            elif requires != succeeded:
+                raw = rendered[0].get("raw") if rendered else None
+                t_ok = False
+                t_lines = [
+                    f"Template:\t{template}",
+                    f"Error: Invalid rendering: {raw}" if rendered else "Error: rendered manifest is empty",
+                ]
+            else:
+                ctx = Context(rendered or [], selected[template], negative, compare, render_error)
+                t_ok, t_lines = validator(assertion.params, ctx)
+                if not t_ok:
+                    t_lines = [f"Template:\t{template}", *t_lines]
+            ok, fail_lines = ok and t_ok, fail_lines + t_lines
+        if not ok:
+            passed_all = False
+            lines += [
+                f"- asserts[{n}]{' `not`' if assertion.negate else ''} `{assertion.kind}` fail",
+                *fail_lines,
+            ]
+    if skipped == len(job.asserts):
+        return JobResult(
+            "skipped", ["all assertions skipped: documentSelector.skipEmptyTemplates and no document"]
+        )
+    return JobResult("passed" if passed_all else "failed", lines)
