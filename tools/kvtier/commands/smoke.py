@@ -1,0 +1,116 @@
+"""`kvtier smoke`: post-install checks against a cluster (kubeconfig) or given URLs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from contextlib import ExitStack
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from kvtier import exitcodes, smoke
+from kvtier.errors import UserError
+from kvtier.podscripts import kvcheck
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "smoke",
+        help="post-install checks: router, completion, cross-pod L2 hit, L2 files, Curvine workers",
+        description="The checks the charts' `helm test` pods run (kvcheck.py), against URLs or a "
+        "cluster reached through the API server's port-forward.",
+    )
+    urls = parser.add_argument_group("against URLs")
+    urls.add_argument("--router-url", help="router base URL, e.g. http://127.0.0.1:8000")
+    urls.add_argument("--replica-url", action="append", default=[], help="an engine replica URL (give two)")
+    urls.add_argument("--l2-dir", help="the L2 directory, where this machine mounts it")
+    urls.add_argument("--curvine-url", help="Curvine master web URL")
+    cluster = parser.add_argument_group("against a cluster")
+    cluster.add_argument("--kubeconfig", help="kubeconfig file: reach pods through port-forward")
+    cluster.add_argument("--context", help="kubeconfig context")
+    cluster.add_argument("-n", "--namespace", default="default")
+    cluster.add_argument("--release", default="kvtier", help="Helm release name (selects its pods)")
+    cluster.add_argument("--router-selector", help="label selector of router pods (default: the chart's)")
+    cluster.add_argument("--engine-selector", help="label selector of engine pods (HyperPod: app=<endpoint>)")
+    cluster.add_argument("--curvine-selector", help="label selector of Curvine master pods ('' = skip)")
+    parser.add_argument("--model", help="model name (default: the router's first)")
+    parser.add_argument("--l2", choices=("auto", "on", "off"), default="auto", help="is L2 enabled?")
+    parser.add_argument("--curvine-workers", type=int, default=1, help="live workers expected")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.kubeconfig and not (args.router_url or args.replica_url or args.curvine_url or args.l2_dir):
+        raise UserError(
+            "nothing to check: give --kubeconfig (a cluster) or --router-url/--replica-url (URLs)"
+        )
+    console = Console(stderr=True)
+    with ExitStack() as stack:
+        targets = _cluster_targets(args, stack) if args.kubeconfig else _url_targets(args)
+        with console.status("smoke") as status:
+            outcomes = smoke.run_checks(targets, lambda check: status.update(f"smoke: {check}"))
+    if args.json:
+        print(json.dumps(outcomes, indent=2, sort_keys=True))
+    else:
+        Console().print(_table(outcomes))
+    failed = [o for o in outcomes if o["status"] == smoke.FAIL]
+    return exitcodes.FINDINGS if failed else exitcodes.OK
+
+
+def _l2(args: argparse.Namespace, detected: bool) -> bool:
+    return {"on": True, "off": False}.get(args.l2, detected)
+
+
+def _url_targets(args: argparse.Namespace) -> smoke.Targets:
+    if len(args.replica_url) == 1:
+        raise UserError("--replica-url: give two replicas (A and B) for the cross-pod check, or none")
+    return smoke.Targets(
+        router=args.router_url,
+        replicas=args.replica_url,
+        model=args.model,
+        l2_enabled=_l2(args, bool(args.l2_dir)),
+        l2_dir=args.l2_dir,
+        curvine=args.curvine_url,
+        curvine_workers=args.curvine_workers,
+    )
+
+
+def _cluster_targets(args: argparse.Namespace, stack: ExitStack) -> smoke.Targets:
+    from kvtier import discovery, portforward
+
+    api = portforward.core_api(args.kubeconfig, args.context)
+    selectors = discovery.Selectors.for_release(args.release)
+    selectors.router = args.router_selector or selectors.router
+    selectors.engine = args.engine_selector or selectors.engine
+    if args.curvine_selector is not None:
+        selectors.curvine = args.curvine_selector or None
+    source = Path(kvcheck.__file__).read_text()
+    try:
+        reached = stack.enter_context(discovery.reach(api, args.namespace, selectors, source))
+    except Exception as error:  # API errors: unreachable server, forbidden, unknown namespace
+        if isinstance(error, UserError):
+            raise
+        raise UserError(f"cannot reach the cluster in {args.kubeconfig}: {error}") from None
+    return smoke.Targets(
+        router=reached.router,
+        replicas=reached.replicas,
+        model=args.model,
+        l2_enabled=_l2(args, reached.l2_path is not None),
+        l2_files=reached.l2_files,
+        curvine=reached.curvine,
+        curvine_workers=args.curvine_workers,
+    )
+
+
+def _table(outcomes: list[dict]) -> Table:
+    table = Table(title="kvtier smoke")
+    for column in ("check", "result", "summary", "remedy"):
+        table.add_column(column)
+    style = {smoke.PASS: "green", smoke.FAIL: "red", smoke.SKIP: "yellow"}
+    for o in outcomes:
+        status = f"[{style[o['status']]}]{o['status']}"
+        table.add_row(o["id"], status, o["summary"], o.get("remedy", ""))
+    return table

@@ -1,0 +1,151 @@
+"""Find a release's router, engine and Curvine master pods (Ready ones), their ports and L2 path.
+
+Selectors default to the umbrella chart's labels (`app.kubernetes.io/instance=<release>` plus
+`app.kubernetes.io/component=router|engine|master`); HyperPod engines are labelled `app=<endpoint>`,
+so pass --engine-selector for them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from kvtier.errors import UserError
+
+L2_URL_ENV = "LMCACHE_REMOTE_URL"
+FS_SCHEME = "fs://"
+L2_VOLUME = "l2cache"  # the umbrella chart's L2 volume name
+
+
+@dataclass(frozen=True)
+class PodPort:
+    pod: str
+    port: int
+    l2_path: str | None = None  # the engine's filesystem L2 directory (from LMCACHE_REMOTE_URL)
+    container: str | None = None
+
+
+def default_selector(release: str, component: str) -> str:
+    return f"app.kubernetes.io/instance={release},app.kubernetes.io/component={component}"
+
+
+def _ready(pod: Any) -> bool:
+    conditions = (pod.status.conditions or []) if pod.status else []
+    return pod.status.phase == "Running" and any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+
+def _port(pod: Any, names: tuple[str, ...]) -> tuple[int, str]:
+    """The container port with one of `names` (in that order), else the first declared one."""
+    declared = [(p, c.name) for c in pod.spec.containers for p in (c.ports or [])]
+    for name in names:
+        for port, container in declared:
+            if port.name == name:
+                return int(port.container_port), container
+    if declared:
+        return int(declared[0][0].container_port), declared[0][1]
+    raise UserError(f"pod {pod.metadata.name} declares no container port; cannot reach it")
+
+
+def l2_path(pod: Any, container: str) -> str | None:
+    """The engine's filesystem L2 directory: LMCACHE_REMOTE_URL `fs://host:port/path/` (HyperPod's
+    patched pods), else the mount of the chart's `l2cache` volume; None when the pod has no L2."""
+    for c in pod.spec.containers:
+        if c.name != container:
+            continue
+        for env in c.env or []:
+            if env.name == L2_URL_ENV and (env.value or "").startswith(FS_SCHEME):
+                rest = env.value[len(FS_SCHEME) :]
+                return "/" + rest.split("/", 1)[1] if "/" in rest else None
+        for mount in c.volume_mounts or []:
+            if mount.name == L2_VOLUME:
+                return str(mount.mount_path)
+    return None
+
+
+def find(api: Any, namespace: str, selector: str, port_names: tuple[str, ...], what: str) -> list[PodPort]:
+    pods = api.list_namespaced_pod(namespace, label_selector=selector).items
+    ready = sorted((p for p in pods if _ready(p)), key=lambda p: p.metadata.name)
+    if not ready:
+        raise UserError(
+            f"no Ready {what} pod in namespace {namespace} matches {selector!r} "
+            f"({len(pods)} found, none Ready); check `kubectl get pods -n {namespace} -l {selector}`"
+        )
+    found = []
+    for pod in ready:
+        port, container = _port(pod, port_names)
+        found.append(PodPort(pod.metadata.name, port, l2_path(pod, container), container))
+    return found
+
+
+def exec_json(api: Any, namespace: str, target: PodPort, command: list[str]) -> dict[str, Any]:
+    """Run `command` in the pod (through the API server) and parse the last JSON line it prints."""
+    from kubernetes.stream import stream
+
+    output = stream(
+        api.connect_get_namespaced_pod_exec,
+        target.pod,
+        namespace,
+        container=target.container,
+        command=command,
+        stderr=True,
+        stdin=False,
+        stdout=True,
+        tty=False,
+    )
+    for line in reversed(str(output).strip().splitlines()):
+        if line.startswith("{"):
+            return dict(json.loads(line))
+    raise UserError(f"{target.pod}: `{command[0]}` printed no JSON result: {str(output)[-300:]}")
+
+
+@dataclass
+class Selectors:
+    router: str
+    engine: str
+    curvine: str | None  # None: no Curvine in this release (or not checked)
+
+    @classmethod
+    def for_release(cls, release: str) -> Selectors:
+        return cls(
+            default_selector(release, "router"),
+            default_selector(release, "engine"),
+            default_selector(release, "master"),
+        )
+
+
+@dataclass
+class Reached:
+    """Local URLs (port-forwards) for a release's parts, and how to run l2-files in an engine pod."""
+
+    router: str
+    replicas: list[str]
+    curvine: str | None
+    l2_path: str | None
+    l2_files: Callable[[], dict[str, Any]] | None
+
+
+@contextmanager
+def reach(api: Any, namespace: str, selectors: Selectors, kvcheck_source: str) -> Iterator[Reached]:
+    """Port-forward to one router pod, two engine pods and the Curvine master; close them after."""
+    from kvtier.portforward import forward
+
+    routers = find(api, namespace, selectors.router, ("http",), "router")
+    engines = find(api, namespace, selectors.engine, ("http",), "engine")
+    masters = find(api, namespace, selectors.curvine, ("web",), "Curvine master") if selectors.curvine else []
+    with ExitStack() as stack:
+        router = stack.enter_context(forward(api, namespace, routers[0].pod, routers[0].port))
+        replicas = [stack.enter_context(forward(api, namespace, e.pod, e.port)) for e in engines[:2]]
+        curvine = (
+            stack.enter_context(forward(api, namespace, masters[0].pod, masters[0].port)) if masters else None
+        )
+        path = engines[0].l2_path
+
+        def l2_files() -> dict[str, Any]:
+            assert path is not None
+            command = ["python3", "-c", kvcheck_source, "l2-files", "--dir", path]
+            return exec_json(api, namespace, engines[0], command)
+
+        yield Reached(router, replicas, curvine, path, l2_files if path else None)

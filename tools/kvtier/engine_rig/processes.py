@@ -1,0 +1,90 @@
+"""Start, wait for and stop the rig's server processes (each in its own process group: no orphans)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from kvtier.engine_rig.errors import RigError
+
+
+@dataclass
+class Process:
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+    url: str
+
+    def tail(self, lines: int = 25) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+
+def free_port() -> int:
+    """A loopback port free right now (the OS picks it)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start(name: str, argv: list[str], env: dict[str, str], log_dir: Path, url: str) -> Process:
+    """Start `argv` niced, in a new session, logging to log_dir/<name>.log."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log = log_dir / f"{name}.log"
+    with log.open("wb") as out:
+        popen = subprocess.Popen(
+            ["nice", "-n", "10", *argv],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **env},
+            start_new_session=True,  # its own process group, so stop() reaches every child
+        )
+    return Process(name, popen, log, url)
+
+
+def wait_ready(process: Process, path: str = "/health", timeout_s: float = 600.0) -> float:
+    """Poll url+path until HTTP 200; seconds it took. RigError with the log's tail if it dies or hangs."""
+    start_time = time.monotonic()
+    while time.monotonic() - start_time < timeout_s:
+        code = process.popen.poll()
+        if code is not None:
+            raise RigError(
+                f"{process.name} exited with code {code}; last lines of {process.log}:\n{process.tail()}"
+            )
+        try:
+            with urllib.request.urlopen(process.url + path, timeout=5) as response:
+                if response.status == 200:
+                    return time.monotonic() - start_time
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(1.0)
+    raise RigError(
+        f"{process.name} not ready after {timeout_s:.0f} s; last lines of {process.log}:\n{process.tail()}"
+    )
+
+
+def stop(process: Process, grace_s: float = 20.0) -> None:
+    """SIGTERM the process group, SIGKILL after grace_s; always reaps."""
+    if process.popen.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.popen.pid, signal.SIGTERM)
+        try:
+            process.popen.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.popen.pid, signal.SIGKILL)
+            process.popen.wait(10)
+    # Children that outlived their parent (vLLM's engine core) still carry the group id.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.popen.pid, signal.SIGKILL)

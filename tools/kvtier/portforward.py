@@ -1,0 +1,90 @@
+"""Reach a pod's port from this machine through the API server's port-forward (never a pod IP).
+
+`forward(api, namespace, pod, port)` listens on 127.0.0.1 and relays each accepted connection
+through its own `kubernetes.stream.portforward` session, so plain HTTP clients (urllib in kvcheck)
+can use `http://127.0.0.1:<local port>` as if it were the pod.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from kvtier.errors import UserError
+
+
+def _relay(client: socket.socket, remote: Any) -> None:
+    """Copy bytes both ways until either side closes."""
+    sockets = [client, remote]
+    try:
+        while True:
+            readable, _, broken = select.select(sockets, [], sockets, 300)
+            if broken or not readable:
+                return
+            for source in readable:
+                data = source.recv(65536)
+                if not data:
+                    return
+                (remote if source is client else client).sendall(data)
+    except OSError:
+        return
+
+
+def _serve(listener: socket.socket, api: Any, namespace: str, pod: str, port: int) -> None:
+    from kubernetes.stream import portforward
+
+    while True:
+        try:
+            client, _ = listener.accept()
+        except OSError:
+            return  # listener closed: the forward is over
+        try:
+            session = portforward(api.connect_get_namespaced_pod_portforward, pod, namespace, ports=str(port))
+            remote = session.socket(port)
+        except Exception:  # the API server refused (pod gone, RBAC): the client sees a closed socket
+            client.close()
+            continue
+        thread = threading.Thread(target=_pipe, args=(client, remote, session), daemon=True)
+        thread.start()
+
+
+def _pipe(client: socket.socket, remote: Any, session: Any) -> None:
+    try:
+        _relay(client, remote)
+    finally:
+        client.close()
+        with contextlib.suppress(Exception):
+            remote.close()
+            session.close()
+
+
+@contextlib.contextmanager
+def forward(api: Any, namespace: str, pod: str, port: int) -> Iterator[str]:
+    """Yield http://127.0.0.1:<local port> that reaches `pod`:`port` through the API server."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    thread = threading.Thread(target=_serve, args=(listener, api, namespace, pod, port), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        listener.close()
+        thread.join(timeout=5)
+
+
+def core_api(kubeconfig: str, context: str | None = None) -> Any:
+    """A CoreV1Api for `kubeconfig`, or a UserError naming the file and what is wrong with it."""
+    from kubernetes import client, config
+
+    try:
+        api_client = config.new_client_from_config(config_file=kubeconfig, context=context)
+    except (config.ConfigException, OSError, TypeError, ValueError) as error:
+        raise UserError(
+            f"{kubeconfig}: not a usable kubeconfig ({error}); check the path and --context"
+        ) from None
+    return client.CoreV1Api(api_client)
