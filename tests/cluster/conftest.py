@@ -1,8 +1,9 @@
 """Fixtures for tests against the real control plane (kube-apiserver + etcd + KWOK) on loopback.
 
-`kube_cluster` (session) brings the cluster up once, or reuses a running one of the same name, and takes
-down only what it started. Set KVTIER_KEEP_CLUSTER=1 to leave it running for the next session
-(`kvtier cluster down --name kvtier-test` removes it). Everything here talks to 127.0.0.1 only.
+`kube_cluster` (session) brings the cluster up once, or reuses a running one of the same name; the last
+test session using it takes down a cluster that tests started (kvtier.cluster.sharing). Set
+KVTIER_KEEP_CLUSTER=1 to leave it running (`kvtier cluster down --name kvtier-test` removes it).
+Everything here talks to 127.0.0.1 only.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
-from kvtier.cluster import binaries, hyperpod, lifecycle, storage
+from kvtier.cluster import binaries, hyperpod, lifecycle, sharing, storage
 from kvtier.cluster.rest import ApiException, Rest
 
 CLUSTER_NAME = os.environ.get("KVTIER_TEST_CLUSTER", "kvtier-test")
@@ -35,10 +36,10 @@ def _need(condition: bool, why: str) -> None:
 def kube_cluster_info() -> Iterator[lifecycle.ClusterInfo]:
     absent = binaries.missing()
     _need(not absent, f"control-plane binaries not built ({', '.join(absent)}): run `make cluster-tools`")
-    info = lifecycle.up(CLUSTER_NAME, timeout=START_TIMEOUT)
-    yield info
-    if info.started and not os.environ.get("KVTIER_KEEP_CLUSTER"):
-        lifecycle.down(CLUSTER_NAME)
+    with sharing.shared(
+        CLUSTER_NAME, START_TIMEOUT, keep=bool(os.environ.get("KVTIER_KEEP_CLUSTER"))
+    ) as info:
+        yield info
 
 
 @pytest.fixture(scope="session")

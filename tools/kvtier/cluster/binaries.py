@@ -7,8 +7,12 @@ reading them from there (rather than .tools/bin links) guarantees the versions i
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
+from kvtier import paths
 from kvtier.errors import UserError
 from kvtier.toolchain import versions
 
@@ -53,3 +57,27 @@ def require() -> dict[str, Path]:
 def kubernetes_minor() -> int:
     """Minor version of the pinned Kubernetes (v1.37.2 -> 37)."""
     return int(versions()["KUBERNETES_VERSION"].lstrip("v").split(".")[1])
+
+
+def build(progress: Callable[[str], None]) -> None:
+    """Build the missing tools with toolchain/install.sh (Go module proxy; minutes on first use only)."""
+    script = paths.ROOT / "toolchain" / "install.sh"
+    progress(f"building {', '.join(missing())} once with {script.name} (cached in {cache_dir() / 'bin'})")
+    env = {**os.environ, "PYTHON": sys.executable, "KVTIER_CACHE": str(cache_dir())}
+    proc = subprocess.Popen(
+        ["bash", str(script), "cluster"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    tail: list[str] = []
+    for line in proc.stdout:
+        progress(f"  {line.rstrip()}")
+        tail = [*tail[-30:], line]
+    if proc.wait() != 0 or missing():
+        raise UserError(
+            f"building the control-plane binaries failed (exit {proc.returncode}):\n{''.join(tail)}"
+        )

@@ -5,10 +5,12 @@ Every wait has a deadline, and a failure names the component that did not come u
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -67,8 +69,20 @@ def rest(name: str = DEFAULT_NAME) -> Rest:
     return Rest.from_kubeconfig(kubeconfig_path(name))
 
 
-def up(name: str = DEFAULT_NAME, timeout: float = 300, progress: Progress = stderr_progress) -> ClusterInfo:
-    """Start the cluster (or reuse a running one) and wait until nodes, scheduler and controllers work."""
+def up(
+    name: str = DEFAULT_NAME,
+    timeout: float = 300,
+    progress: Progress = stderr_progress,
+    build: bool = False,
+    runtime_config_extra: str = "",
+) -> ClusterInfo:
+    """Start the cluster (or reuse a running one) and wait until nodes, scheduler and controllers work.
+
+    With `build`, missing binaries are built first (once; they are cached by version).
+    `runtime_config_extra` adds to the API server's --runtime-config when this call starts the cluster.
+    """
+    if build and binaries.missing():
+        binaries.build(progress)
     tools = binaries.require()
     started = False
     if _ready(name):
@@ -77,7 +91,7 @@ def up(name: str = DEFAULT_NAME, timeout: float = 300, progress: Progress = stde
         if workdir(name).exists():
             progress(f"removing the stale cluster {name!r} left by an earlier run")
             _kwokctl(["delete", "cluster", "--name", name], progress, timeout=120)
-        _create(name, tools, timeout, progress)
+        _create(name, tools, timeout, progress, runtime_config_extra)
         started = True
     deadline = time.monotonic() + timeout
     _wait(name, "kube-apiserver", "is not ready (GET /readyz)", deadline, progress, lambda: _ready(name))
@@ -144,9 +158,11 @@ def status(name: str = DEFAULT_NAME) -> dict[str, object]:
     return info
 
 
-def _create(name: str, tools: dict[str, Path], timeout: float, progress: Progress) -> None:
+def _create(
+    name: str, tools: dict[str, Path], timeout: float, progress: Progress, runtime_config_extra: str
+) -> None:
     progress(f"starting cluster {name!r} (Kubernetes {tools['kube-apiserver'].name}, loopback only)")
-    text = kwokconfig.render(tools, binaries.kubernetes_minor())
+    text = kwokconfig.render(tools, binaries.kubernetes_minor(), runtime_config_extra)
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", prefix="kwokctl-") as conf:
         conf.write(text)
         conf.flush()
@@ -190,20 +206,40 @@ def _kwokctl(args: list[str], progress: Progress, timeout: float, check: bool = 
         stderr=subprocess.STDOUT,
         text=True,
     )
-    lines = []
-    deadline = time.monotonic() + timeout
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        lines.append(line)
-        progress(f"  kwokctl: {line.rstrip()}")
-        if time.monotonic() > deadline:
-            proc.kill()
-            break
-    code = proc.wait()
+    lines: list[str] = []
+
+    def pump() -> None:  # a reader thread, so a silent hang still meets the deadline below
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            progress(f"  kwokctl: {_brief(line)}")
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        code = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        code = proc.wait()
+        lines.append(f"(killed after {timeout:.0f}s)\n")
+    reader.join(timeout=5)
     output = "".join(lines)
     if check and code != 0:
         raise UserError(f"`kwokctl {' '.join(args)}` failed (exit {code}):\n{output[-2000:]}")
     return code, output
+
+
+def _brief(line: str) -> str:
+    """kwokctl logs JSON lines when not on a terminal: show the message and fields, not the source."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        return line.rstrip()
+    extras = {k: v for k, v in record.items() if k not in ("time", "level", "source", "msg")}
+    elapsed = extras.pop("elapsed", None)
+    if isinstance(elapsed, dict):
+        extras["elapsed"] = elapsed.get("human")
+    return f"{record.get('level', '')} {record.get('msg', '')} {extras if extras else ''}".strip()
 
 
 def _ready(name: str) -> bool:

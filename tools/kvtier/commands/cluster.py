@@ -17,12 +17,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--name", default=lifecycle.DEFAULT_NAME, help="cluster name (default: %(default)s)")
     parser.add_argument("--timeout", type=float, default=300, help="seconds to wait for start-up")
     parser.add_argument("--json", action="store_true", help="status as JSON")
+    parser.add_argument(
+        "--no-build", action="store_true", help="fail instead of building missing binaries (up only)"
+    )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.action == "up":
-        info = lifecycle.up(args.name, timeout=args.timeout)
+        info = lifecycle.up(args.name, timeout=args.timeout, build=not args.no_build)
         print(info.kubeconfig)
         return exitcodes.OK
     if args.action == "down":
