@@ -1,0 +1,66 @@
+{{/*
+curvine-cluster.toml. A named template so that pods can hash it (checksum/config) without including
+another template file. Every key must be in the known set of tools/kvtier/curvine_config.py.
+*/}}
+{{- define "curvine.config.toml" -}}
+{{- $masterData := include "curvine.masterDataDir" . -}}
+# Rendered by the curvine chart for Curvine v{{ .Chart.AppVersion }}. Curvine ignores unknown keys,
+# so every key here is checked against the known set (tools/kvtier/curvine_config.py).
+cluster_id = {{ .Values.config.clusterId | quote }}
+# Both flags default to true when omitted, and true wipes data at every start. With false, Curvine
+# creates missing/empty meta, journal and data directories and reuses valid ones, so a fresh volume
+# is initialised and an existing one is kept across upgrades and restarts.
+format_master = false
+format_worker = false
+
+[log]
+level = {{ .Values.config.logLevel | quote }}
+
+[master]
+# Each master pod overrides hostname with CURVINE_MASTER_HOSTNAME (its own stable DNS name).
+hostname = {{ include "curvine.masterHost" (dict "root" . "index" 0) | quote }}
+rpc_port = {{ int .Values.master.ports.rpc }}
+web_port = {{ int .Values.master.ports.web }}
+meta_dir = {{ printf "%s/meta" $masterData | quote }}
+worker_policy = {{ .Values.config.workerPolicy | quote }}
+
+[master.log]
+level = {{ .Values.config.logLevel | quote }}
+
+[journal]
+enable = true
+rpc_port = {{ int .Values.master.ports.journal }}
+journal_dir = {{ printf "%s/journal" $masterData | quote }}
+journal_addrs = [
+{{- range $i := until (int .Values.master.replicas) }}
+  { id = {{ add $i 1 }}, hostname = {{ include "curvine.masterHost" (dict "root" $ "index" $i) | quote }}, port = {{ int $.Values.master.ports.journal }} },
+{{- end }}
+]
+
+[worker]
+rpc_port = {{ int .Values.worker.ports.rpc }}
+web_port = {{ int .Values.worker.ports.web }}
+dir_reserved = {{ .Values.worker.dirReserved | quote }}
+data_dir = [
+{{- range .Values.worker.dataDirs }}
+  {{ include "curvine.dataDirEntry" . | quote }},
+{{- end }}
+]
+
+[worker.log]
+level = {{ .Values.config.logLevel | quote }}
+
+[client]
+# Worker and CSI pods set CURVINE_CLIENT_HOSTNAME to the node name, for the `local` worker policy.
+master_addrs = [
+{{- range $i := until (int .Values.master.replicas) }}
+  { hostname = {{ include "curvine.masterHost" (dict "root" $ "index" $i) | quote }}, port = {{ int $.Values.master.ports.rpc }} },
+{{- end }}
+]
+block_size = {{ .Values.config.blockSize | quote }}
+replicas = {{ int .Values.config.replicas }}
+short_circuit = {{ .Values.config.shortCircuit }}
+
+[fuse]
+web_port = {{ int .Values.config.fuseWebPort }}
+{{- end -}}
