@@ -16,6 +16,7 @@ CONTAINER = {
     "image": "lmcache/vllm-openai:v0.3.7",
     "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "1Gi"}},
     "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+    "ports": [{"name": "http", "containerPort": 8000}],
     "readinessProbe": {"httpGet": {"path": "/health", "port": 8000}},
     "livenessProbe": {"httpGet": {"path": "/health", "port": 8000}},
     "env": [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}],
@@ -156,3 +157,23 @@ def test_namespace_without_declared_level_is_not_judged() -> None:
     manifests = [copy.deepcopy(DEPLOYMENT)]
     manifests[0]["spec"]["template"]["spec"]["hostNetwork"] = True
     assert rules.run_manifests(ManifestsContext(manifests, "kv", {}), "f", only=["policy-pod-security"]) == []
+
+
+def test_readiness_is_required_only_behind_a_service() -> None:
+    manifests = [copy.deepcopy(DEPLOYMENT)]
+    template = manifests[0]["spec"]["template"]
+    template["metadata"] = {"labels": {"app": "engine"}}
+    template["spec"]["containers"][0].pop("readinessProbe")
+    probes = ["policy-probes"]
+    assert rules.run_manifests(ManifestsContext(manifests, "kv"), "f", only=probes) == []
+    manifests.append(
+        {"kind": "Service", "metadata": {"name": "engine"}, "spec": {"selector": {"app": "engine"}}}
+    )
+    [finding] = rules.run_manifests(ManifestsContext(manifests, "kv"), "f", only=probes)
+    assert "lacks readinessProbe" in finding.message
+
+
+def test_sidecars_without_ports_need_no_probes() -> None:
+    manifests = [copy.deepcopy(DEPLOYMENT)]
+    manifests[0]["spec"]["template"]["spec"]["containers"].append({"name": "registrar", "image": "r:v1"})
+    assert rules.run_manifests(ManifestsContext(manifests, "kv"), "f", only=["policy-probes"]) == []

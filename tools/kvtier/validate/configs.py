@@ -12,18 +12,19 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
+from kvtier.errors import UserError
 from kvtier.validate.findings import CURVINE, LMCACHE, Finding
 
 # module, candidate function names (text -> list of problems), how to recognise the file in a ConfigMap
 CHECKERS: dict[str, tuple[str, tuple[str, ...], Callable[[str], bool]]] = {
     LMCACHE: (
         "kvtier.lmcache_config",
-        ("check_text", "check", "validate_text"),
+        ("check_text",),
         lambda key: "lmcache" in key.lower() and key.endswith((".yaml", ".yml")),
     ),
     CURVINE: (
         "kvtier.curvine_config",
-        ("check_text", "check", "validate_text"),
+        ("check_text",),
         lambda key: key.endswith(".toml"),
     ),
 }
@@ -41,8 +42,8 @@ def find_files(manifests: list[dict[str, Any]], check: str) -> list[tuple[str, s
     return out
 
 
-def checker(check: str) -> tuple[Callable[[str], Any] | None, str]:
-    """The checker function, or None and why it is not available."""
+def checker(check: str) -> tuple[Callable[..., Any] | None, str]:
+    """The checker's `check_text(text, source)`, or None and why it is not available."""
     module_name, names, _ = CHECKERS[check]
     try:
         module = importlib.import_module(module_name)
@@ -55,22 +56,41 @@ def checker(check: str) -> tuple[Callable[[str], Any] | None, str]:
     return None, f"{module_name} has none of {', '.join(names)}"
 
 
+def _problems(result: Any) -> list[tuple[str, str, str]]:
+    """(rule, message, remedy) of each problem: a list of findings/strings, or an object with .findings."""
+    items = result.findings if hasattr(result, "findings") else result
+    out = []
+    for item in items or []:
+        if isinstance(item, str):
+            out.append(("config", item, ""))
+        else:
+            key = getattr(item, "key", "")
+            message = f"{key}: {item.message}" if key else str(getattr(item, "message", item))
+            out.append((str(getattr(item, "rule", "config")), message, str(getattr(item, "remedy", ""))))
+    return out
+
+
 def run(manifests: list[dict[str, Any]], check: str, file: str) -> tuple[list[Finding] | None, str]:
     """Findings for each rendered file; (None, why) when the check cannot run."""
     files = find_files(manifests, check)
     if not files:
-        return None, "nothing rendered"
+        return None, "no such config file in the render"
     fn, why = checker(check)
     if fn is None:
         return None, why
+    prefix = "lmcache" if check == LMCACHE else "curvine"
     findings = []
     for subject, text in files:
         try:
-            problems = fn(text)
-        except Exception as error:  # a checker failing is reported, not raised: the other checks go on
+            problems = _problems(fn(text, subject))
+        except UserError as error:
+            if "install" in str(error) or "not importable" in str(error):
+                return None, str(error)  # the checker's own prerequisite is missing
+            problems = [("parse", str(error), "")]
+        except Exception as error:  # a checker crashing is reported, not raised: the other checks go on
             return None, f"{CHECKERS[check][0]} failed: {type(error).__name__}: {error}"
-        for problem in problems or []:
+        for rule, message, remedy in problems:
             findings.append(
-                Finding(check, f"{check.split()[0].lower()}.config", str(problem), file, subject=subject)
+                Finding(check, f"{prefix}.{rule}", message, file, subject=subject, suggestion=remedy)
             )
     return findings, f"{len(files)} file(s)"

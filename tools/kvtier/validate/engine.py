@@ -14,7 +14,7 @@ from typing import Any
 
 from kvtier import exitcodes, paths
 from kvtier.errors import UserError
-from kvtier.validate import configs, kube, loader, merge, render, rules, schema_check
+from kvtier.validate import configs, kube, loader, merge, policy, render, rules, schema_check
 from kvtier.validate.deployed import release_values
 from kvtier.validate.findings import CURVINE, LMCACHE, POLICY, RULES, SCHEMA, UNAVAILABLE, FileReport, Finding
 
@@ -56,20 +56,25 @@ def check_values(
     path: Path, options: Options, deployed: dict[str, Any] | None = None
 ) -> tuple[FileReport, Any]:
     """Load, schema and rules layers (in-process, no Helm). Returns the report and the loaded file."""
-    report = FileReport(str(path))
     try:
         loaded = loader.load(path)
     except UserError as error:
-        report.fatal = str(error)
-        return report, None
+        return FileReport(str(path), fatal=str(error)), None
+    return check_loaded(loaded, options, deployed), loaded
+
+
+def check_loaded(
+    loaded: loader.Loaded, options: Options, deployed: dict[str, Any] | None = None
+) -> FileReport:
+    report = FileReport(str(loaded.path))
     report.add(SCHEMA, schema_check.check(loaded, options.schema_source))
     ctx = rules.ValuesContext(merge.effective(loaded.data), loaded, deployed)
-    report.add(RULES, rules.run_values(ctx))
-    if options.kube_context is None:
-        report.checks[RULES].detail += (
-            "; " if report.checks[RULES].detail else ""
-        ) + "no --kube-context: deployed master count not compared"
-    return report, loaded
+    found = rules.run_values(ctx)
+    count = sum(1 for r in rules.all_rules().values() if r.scope == "values")
+    report.add(RULES, found, "" if found else f"{count} rules")
+    if options.kube_context is None and not found:
+        report.checks[RULES].detail += "; deployed master count not compared (no --kube-context)"
+    return report
 
 
 def check_render(report: FileReport, renders: list[render.Render], options: Options) -> None:
@@ -89,7 +94,24 @@ def check_render(report: FileReport, renders: list[render.Render], options: Opti
         for m in manifests:
             errors = kube.check(m, minor)
             if errors is None:
-                uncovered.add(str(m.get("kind")))
+                api, kind = str(m.get("apiVersion")), str(m.get("kind"))
+                if not kube.builtin_group(api):
+                    uncovered.add(kind)
+                    continue
+                served = kube.served_in(api, kind)
+                since = f"its schemas cover {served[0]}-{served[-1]}" if served else "no minor knows it"
+                findings.append(
+                    Finding(
+                        f"k8s {minor}",
+                        "k8s.not-served",
+                        f"{api} {kind} is not served by Kubernetes {minor} ({since})",
+                        report.file,
+                        subject=_subject(m),
+                        severity="warning",
+                        suggestion="the chart may pick another version at install time; else validate with "
+                        "--kube-versions for the minors this environment targets",
+                    )
+                )
                 continue
             findings += [
                 Finding(f"k8s {minor}", "k8s.schema", e, report.file, subject=_subject(m)) for e in errors
@@ -116,7 +138,32 @@ def check_render(report: FileReport, renders: list[render.Render], options: Opti
     }
     levels = {k: v for k, v in levels.items() if k and v} | options.pod_security
     ctx = rules.ManifestsContext(manifests, options.namespace, levels)
-    report.add(POLICY, rules.run_manifests(ctx, report.file))
+    found = rules.run_manifests(ctx, report.file)
+    report.add(POLICY, found, "" if found else _pod_security_summary(manifests, options.namespace, levels))
+
+
+def _pod_security_summary(manifests: list[dict[str, Any]], namespace: str, declared: dict[str, str]) -> str:
+    """Which Pod Security level each namespace needs, and why (what a platform team must label)."""
+    needed: dict[str, tuple[str, list[str]]] = {}
+    for m in manifests:
+        spec = policy.pod_spec(m)
+        if spec is None:
+            continue
+        ns = (m.get("metadata") or {}).get("namespace") or namespace
+        level, why = policy.required_level(spec)
+        current = needed.get(ns, ("restricted", []))
+        if policy.LEVELS.index(level) > policy.LEVELS.index(current[0]):
+            needed[ns] = (level, [f"{_subject(m)}: {why[0]}"] if why else [])
+        elif level == current[0] and why:
+            needed[ns] = (level, [*current[1], f"{_subject(m)}: {why[0]}"])
+    parts = []
+    for ns, (level, why) in sorted(needed.items()):
+        state = f"enforces {declared[ns]}" if ns in declared else "level not declared (--pod-security)"
+        parts.append(
+            f"namespace {ns} needs Pod Security {level!r} ({state})"
+            + (f": {'; '.join(why[:3])}" if why else "")
+        )
+    return "; ".join(parts)
 
 
 def _subject(m: dict[str, Any]) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 # Check names, in the order the summary shows them. k8s schema checks are "k8s <minor>".
 SCHEMA, RULES, LMCACHE, CURVINE, POLICY = "schema", "rules", "LMCache config", "Curvine TOML", "policy"
 
-OK, FAILED, SKIPPED, UNAVAILABLE = "ok", "failed", "skipped", "not available"
+OK, FAILED, WARNED, SKIPPED, UNAVAILABLE = "ok", "failed", "warning", "skipped", "not available"
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class Finding:
 
 @dataclass
 class CheckStatus:
-    status: str  # OK | FAILED | SKIPPED | UNAVAILABLE
+    status: str  # OK | FAILED | WARNED | SKIPPED | UNAVAILABLE
     detail: str = ""  # why skipped/unavailable, or a count/summary
 
 
@@ -52,9 +52,12 @@ class FileReport:
     def add(self, check: str, findings: list[Finding], detail: str = "") -> None:
         self.findings.extend(findings)
         errors = [f for f in findings if f.severity == "error"]
-        status = FAILED if errors else OK
-        if not detail:
-            detail = f"{len(errors)} error(s)" if errors else ""
+        warnings = len(findings) - len(errors)
+        status = FAILED if errors else WARNED if warnings else OK
+        if errors:
+            detail = f"{len(errors)} error(s)"
+        elif warnings:
+            detail = f"{warnings} warning(s)"
         self.checks[check] = CheckStatus(status, detail)
 
     def skip(self, check: str, why: str, status: str = SKIPPED) -> None:

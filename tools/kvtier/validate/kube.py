@@ -91,3 +91,15 @@ def check(manifest: dict[str, Any], minor: str) -> list[str] | None:
             errors.append(f"{where}: {error.message[:300]}")
         _results[key] = errors
     return _results[key]
+
+
+def builtin_group(api_version: str) -> bool:
+    """Whether an apiVersion belongs to Kubernetes itself (core, apps, *.k8s.io), not to a CRD."""
+    group = api_version.rpartition("/")[0]
+    return group == "" or "." not in group or group.endswith(".k8s.io")
+
+
+def served_in(api_version: str, kind: str) -> list[str]:
+    """The minors (of those kubernetes-validate ships) whose schemas know this kind at this version."""
+    name = _file_for(api_version, kind)
+    return [minor for minor in available_minors() if (_dir(minor) / name).is_file()]

@@ -136,19 +136,34 @@ def security_context(ctx: ManifestsContext) -> Iterator[Hit]:
                 )
 
 
+def _served(ctx: ManifestsContext, m: dict[str, Any]) -> bool:
+    """Whether a Service of the render selects this workload's pods (so readiness gates traffic)."""
+    labels = ((((m.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("labels")) or {}
+    for svc in ctx.manifests:
+        selector = (svc.get("spec") or {}).get("selector") if svc.get("kind") == "Service" else None
+        if selector and all(labels.get(k) == v for k, v in selector.items()):
+            return True
+    return False
+
+
 @rule(
     "policy-probes",
     scope="manifests",
     check_name=POLICY,
     reason="without probes a stuck engine or master keeps receiving traffic and is never restarted",
-    remedy="give every long-running container a readinessProbe and a livenessProbe",
+    remedy="give each long-running container that listens a livenessProbe, and a readinessProbe when a "
+    "Service sends it traffic",
 )
 def probes(ctx: ManifestsContext) -> Iterator[Hit]:
     for m, spec in _workloads(ctx):
         if m.get("kind") not in LONG_RUNNING:
             continue
+        served = _served(ctx, m)
         for c in spec.get("containers") or []:
-            missing = [p for p in ("readinessProbe", "livenessProbe") if not c.get(p)]
+            if not c.get("ports"):
+                continue  # a sidecar that listens nowhere (CSI registrar, provisioner) has nothing to probe
+            missing = ["livenessProbe"] if not c.get("livenessProbe") else []
+            missing += ["readinessProbe"] if served and not c.get("readinessProbe") else []
             if missing:
                 yield Hit(
                     f"container {c.get('name')} lacks {' and '.join(missing)}",

@@ -10,10 +10,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from kvtier.validate.findings import FAILED, OK, UNAVAILABLE, FileReport
+from kvtier.validate.findings import FAILED, OK, UNAVAILABLE, WARNED, FileReport, Finding
 
-STYLE = {OK: "green", FAILED: "bold red", UNAVAILABLE: "yellow"}
-MARK = {OK: "✓", FAILED: "✗", UNAVAILABLE: "n/a"}
+STYLE = {OK: "green", FAILED: "bold red", WARNED: "yellow", UNAVAILABLE: "yellow"}
+MARK = {OK: "✓", FAILED: "✗", WARNED: "!", UNAVAILABLE: "n/a"}
 
 
 def _name(file: str) -> str:
@@ -29,7 +29,7 @@ def _order(reports: list[FileReport]) -> list[str]:
 
 
 def summary(reports: list[FileReport]) -> tuple[Table, list[str]]:
-    """One column per environment, one row per check; long reasons become numbered notes."""
+    """One column per environment, one row per check; long reasons become numbered notes (shared)."""
     table = Table(title="kvtier validate: summary per environment", title_justify="left")
     table.add_column("check", style="bold")
     for r in reports:
@@ -40,37 +40,60 @@ def summary(reports: list[FileReport]) -> tuple[Table, list[str]]:
         for r in reports:
             status = r.checks.get(check)
             if status is None:
-                cells.append(Text("—", style="dim"))
+                cells.append(Text("-", style="dim"))
                 continue
             mark = MARK.get(status.status, "-")
             detail = status.detail
-            if status.status in (OK, FAILED) and len(detail) <= 24:
+            if status.status in (OK, FAILED, WARNED) and len(detail) <= 24:
                 cells.append(Text(f"{mark} {detail}".strip(), style=STYLE.get(status.status, "")))
                 continue
-            notes.append(f"{_name(r.file)} / {check}: {detail}")
+            if detail not in notes:
+                notes.append(detail)
             label = mark if status.status != "skipped" else "skipped"
-            cells.append(Text(f"{label} [{len(notes)}]", style=STYLE.get(status.status, "dim")))
+            cells.append(Text(f"{label} [{notes.index(detail) + 1}]", style=STYLE.get(status.status, "dim")))
         table.add_row(check, *cells)
     return table, notes
 
 
+def _grouped(findings: list[Finding]) -> list[tuple[Finding, str]]:
+    """Findings with the same problem at several Kubernetes minors become one row ("k8s 1.30-1.35")."""
+    groups: dict[tuple[str, ...], list[Finding]] = {}
+    for f in findings:
+        minor = f.check.removeprefix("k8s ") if f.check.startswith("k8s ") else ""
+        key = (
+            f.rule,
+            f.subject,
+            f.path,
+            f.message.replace(minor, "{minor}") if minor else f.message,
+            f.check if not minor else "k8s",
+        )
+        groups.setdefault(key, []).append(f)
+    out = []
+    for members in groups.values():
+        checks = [m.check for m in members]
+        label = checks[0] if len(checks) == 1 else f"{checks[0]}-{checks[-1].removeprefix('k8s ')}"
+        out.append((members[0], label))
+    return out
+
+
 def findings_table(report: FileReport) -> Table:
-    table = Table(
-        title=f"{report.file}: {len(report.findings)} finding(s)", title_justify="left", show_lines=False
-    )
+    table = Table(title=f"{report.file}: {len(report.findings)} finding(s)", title_justify="left")
     for column in ("where", "check", "key / object", "problem", "fix"):
         table.add_column(column, overflow="fold")
-    for f in report.findings:
+    for f, check in _grouped(report.findings):
         where = f"{Path(f.file).name}:{f.line}:{f.column}" if f.line else (f.subject or Path(f.file).name)
-        key = f.path if f.line else (f.path or "")
-        problem = f.message + (f"\nexpected: {f.expected}" if f.expected else "")
-        fix = f.suggestion or ""
+        message = (
+            f.message.replace(f.check.removeprefix("k8s "), check.removeprefix("k8s "))
+            if check != f.check
+            else f.message
+        )
+        problem = message + (f"\nexpected: {f.expected}" if f.expected else "")
         table.add_row(
             where,
-            f"{f.check}\n[dim]{f.rule}[/dim]",
-            key,
+            f"{check}\n[dim]{f.rule}[/dim]",
+            f.path,
             problem,
-            fix,
+            f.suggestion or "",
             style="red" if f.severity == "error" else "yellow",
         )
     return table
@@ -89,12 +112,14 @@ def print_human(reports: list[FileReport], console: Console | None = None) -> No
     for r in reports:
         if r.findings:
             console.print(findings_table(r))
+    warnings = sum(1 for r in reports for f in r.findings if f.severity != "error")
     ok = sum(1 for r in reports if not r.fatal and not r.failed)
     bad = sum(1 for r in reports if not r.fatal and r.failed)
     fatal = sum(1 for r in reports if r.fatal)
     console.print(
         Text(
-            f"{len(reports)} environment(s): {ok} ok, {bad} with findings, {fatal} unusable",
+            f"{len(reports)} environment(s): {ok} ok, {bad} with findings, {fatal} unusable"
+            + (f" ({warnings} warning(s))" if warnings else ""),
             style="bold green" if not bad and not fatal else "bold red",
         )
     )
