@@ -9,10 +9,11 @@ from __future__ import annotations
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
-from kvtier import exitcodes, paths
+from kvtier import exitcodes, generate, paths
 from kvtier.errors import UserError
 from kvtier.validate import configs, kube, loader, merge, policy, render, rules, schema_check
 from kvtier.validate.deployed import release_values
@@ -67,7 +68,7 @@ def check_loaded(
     loaded: loader.Loaded, options: Options, deployed: dict[str, Any] | None = None
 ) -> FileReport:
     report = FileReport(str(loaded.path))
-    report.add(SCHEMA, schema_check.check(loaded, options.schema_source))
+    report.add(SCHEMA, schema_check.check(loaded, options.schema_source) + _stale_copies())
     ctx = rules.ValuesContext(merge.effective(loaded.data), loaded, deployed)
     found = rules.run_values(ctx)
     count = sum(1 for r in rules.all_rules().values() if r.scope == "values")
@@ -75,6 +76,25 @@ def check_loaded(
     if options.kube_context is None and not found:
         report.checks[RULES].detail += "; deployed master count not compared (no --kube-context)"
     return report
+
+
+@cache
+def _stale_copy_paths() -> tuple[str, ...]:
+    return tuple(str(p.relative_to(paths.ROOT)) for p in generate.stale() if p.name == "values.schema.json")
+
+
+def _stale_copies() -> list[Finding]:
+    """A chart's values.schema.json that differs from schema/: Helm would check against another schema."""
+    return [
+        Finding(
+            SCHEMA,
+            "schema.stale-copy",
+            f"{p} differs from its source in schema/",
+            p,
+            suggestion="run `kvtier generate` (Helm validates values against the chart's copy)",
+        )
+        for p in _stale_copy_paths()
+    ]
 
 
 def check_render(report: FileReport, renders: list[render.Render], options: Options) -> None:
