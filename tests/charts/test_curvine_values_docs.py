@@ -134,3 +134,33 @@ def _merge(base: Any, over: Any) -> Any:
     if isinstance(base, dict) and isinstance(over, dict):
         return {**base, **{k: _merge(base.get(k), v) for k, v in over.items()}}
     return over
+
+
+# Template variables that alias a values subtree ({{- $csi := .Values.csi }}).
+ALIASES = {"$csi": "csi", "$t": "tests"}
+REF = re.compile(r"(\.Values|\$csi|\$t)\.([A-Za-z0-9_.]*[A-Za-z0-9_])")
+# Read by a parent chart's dependency condition, not by this chart's templates.
+UNREAD_ON_PURPOSE = {"enabled"}
+
+
+def _template_refs() -> set[str]:
+    refs = set()
+    for tpl in (CHART / "templates").iterdir():
+        for head, path in REF.findall(tpl.read_text()):
+            refs.add(path if head == ".Values" else f"{ALIASES[head]}.{path}")
+    # An alias definition is not a read of the whole subtree.
+    return refs - set(ALIASES.values())
+
+
+def test_templates_read_only_declared_values_and_every_value_is_read() -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    declared = leaves(values)
+    refs = _template_refs()
+    undeclared = [r for r in refs if not any(d == r or d.startswith(f"{r}.") for d in declared)]
+    assert sorted(undeclared) == [], "templates read values that values.yaml does not declare"
+    unread = [
+        d
+        for d in declared
+        if d not in UNREAD_ON_PURPOSE and not any(d == r or d.startswith(f"{r}.") for r in refs)
+    ]
+    assert sorted(unread) == [], "values no template reads"
