@@ -27,6 +27,19 @@ app.kubernetes.io/name: {{ printf "%s-%s" (include "curvine.name" .root) .compon
 app.kubernetes.io/instance: {{ .root.Release.Name }}
 {{- end -}}
 
+{{/*
+Pod template labels: no chart or app version, so a chart release that changes nothing in a pod does
+not restart it (the CSI node plugin serves live FUSE mounts).
+*/}}
+{{- define "curvine.podLabels" -}}
+{{ include "curvine.selectorLabels" . }}
+app.kubernetes.io/component: {{ .component }}
+app.kubernetes.io/part-of: {{ include "curvine.name" .root }}
+{{- with .root.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
 {{/* Labels of every object: selector labels + component, version, chart, commonLabels. */}}
 {{- define "curvine.labels" -}}
 {{ include "curvine.selectorLabels" . }}
@@ -56,15 +69,15 @@ Call with (dict "image" .Values.image "root" $).
 {{- end -}}
 {{- end -}}
 
-{{/* Pull secrets of every pod: global first, then the chart's own. */}}
+{{/* Pull secrets of every pod (global first, then the chart's own), or nothing. */}}
 {{- define "curvine.imagePullSecrets" -}}
 {{- $secrets := list -}}
 {{- with .Values.global }}{{ with .imagePullSecrets }}{{ $secrets = concat $secrets . }}{{ end }}{{ end -}}
 {{- $secrets = concat $secrets .Values.imagePullSecrets | uniq -}}
-{{- with $secrets }}
+{{- with $secrets -}}
 imagePullSecrets:
 {{- toYaml . | nindent 2 }}
-{{- end }}
+{{- end -}}
 {{- end -}}
 
 {{/* Names of the objects other templates refer to. */}}
