@@ -39,9 +39,7 @@ def run(trials: int, tokens: int, out: Path, console: Console) -> dict:
         tempfile.TemporaryDirectory(prefix="kvtier-rig-") as work,
         engine_rig.EngineRig(Path(work), log=lambda line: console.print(f"[dim]{line}")) as rig,
     ):
-        replicas = [
-            methodology.Replica(f"replica-{i}", u, kvcheck.metrics_url(u)) for i, u in enumerate(rig.urls)
-        ]
+        replicas = methodology.replicas_for(rig.urls)
         count = prompts.tokenize_counter(rig.urls[0], engine_rig.MODEL_NAME)
         results = []
         for strategy in STRATEGIES:

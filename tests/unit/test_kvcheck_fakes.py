@@ -7,6 +7,7 @@ real engines and router are exercised in tests/engine/.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -69,10 +70,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(payload)
 
     def do_GET(self) -> None:
-        self._reply("GET")
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # a client that timed out
+            self._reply("GET")
 
     def do_POST(self) -> None:
-        self._reply("POST")
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            self._reply("POST")
 
 
 class FakeServer(ThreadingHTTPServer):
@@ -121,9 +124,16 @@ class FakeReplica:
         self.requests = 0
         self.hit_tokens = hit_tokens
         self.external_hits = 0
+        self.l0_hits = 0
+        self.seen: set[str] = set()
 
-    def _complete(self, request: dict[str, Any]) -> Reply:
+    def complete(self, request: dict[str, Any]) -> Reply:
+        """Like a prefix cache: a prompt seen before counts its words as L0 hit tokens."""
         self.requests += 1
+        prompt = str(request.get("prompt", ""))
+        if prompt in self.seen:
+            self.l0_hits += len(prompt.split())
+        self.seen.add(prompt)
         if self.hit_tokens is not None:
             self.external_hits += self.hit_tokens
         return 200, "text/event-stream", sse(token("a"), token("b"))
@@ -133,11 +143,11 @@ class FakeReplica:
             "# TYPE vllm:request_success_total counter",
             f'vllm:request_success_total{{finished_reason="length",model_name="m"}} {self.requests}.0',
             f'vllm:prefix_cache_queries_total{{model_name="m"}} {self.requests * 100}.0',
-            'vllm:prefix_cache_hits_total{model_name="m"} 0.0',
+            f'vllm:prefix_cache_hits_total{{model_name="m"}} {self.l0_hits}.0',
         ]
         if self.hit_tokens is not None:
             lines.append(f"lmcache:num_hit_tokens_total {self.external_hits}.0")
         return 200, "text/plain", "\n".join(lines).encode()
 
     def routes(self) -> dict[tuple[str, str], Route]:
-        return {("POST", "/v1/completions"): self._complete, ("GET", "/metrics"): self._metrics}
+        return {("POST", "/v1/completions"): self.complete, ("GET", "/metrics"): self._metrics}

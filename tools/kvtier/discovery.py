@@ -7,10 +7,12 @@ so pass --engine-selector for them.
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from kvtier.errors import UserError
@@ -149,3 +151,37 @@ def reach(api: Any, namespace: str, selectors: Selectors, kvcheck_source: str) -
             return exec_json(api, namespace, engines[0], command)
 
         yield Reached(router, replicas, curvine, path, l2_files if path else None)
+
+
+def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options `kvtier smoke` and `kvtier bench` share to reach a release in a cluster."""
+    group = parser.add_argument_group(
+        "against a cluster (pods reached through API server port-forwards)"
+    )
+    group.add_argument("--kubeconfig", help="kubeconfig file")
+    group.add_argument("--context", help="kubeconfig context")
+    group.add_argument("-n", "--namespace", default="default")
+    group.add_argument("--release", default="kvtier", help="Helm release name (selects its pods)")
+    group.add_argument("--router-selector", help="label selector of router pods (default: the chart's)")
+    group.add_argument("--engine-selector", help="label selector of engine pods (HyperPod: app=<endpoint>)")
+    group.add_argument("--curvine-selector", help="label selector of Curvine master pods ('' = none)")
+
+
+def reach_from_args(args: argparse.Namespace, stack: ExitStack) -> Reached:
+    """Open the port-forwards the cluster options describe; they close with `stack`."""
+    from kvtier.podscripts import kvcheck
+    from kvtier.portforward import core_api
+
+    api = core_api(args.kubeconfig, args.context)
+    selectors = Selectors.for_release(args.release)
+    selectors.router = args.router_selector or selectors.router
+    selectors.engine = args.engine_selector or selectors.engine
+    if args.curvine_selector is not None:
+        selectors.curvine = args.curvine_selector or None
+    source = Path(kvcheck.__file__).read_text()
+    try:
+        return stack.enter_context(reach(api, args.namespace, selectors, source))
+    except UserError:
+        raise
+    except Exception as error:  # API errors: server unreachable, forbidden, unknown namespace
+        raise UserError(f"cannot reach the release through {args.kubeconfig}: {error}") from None

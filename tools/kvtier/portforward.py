@@ -83,7 +83,7 @@ def core_api(kubeconfig: str, context: str | None = None) -> Any:
 
     try:
         api_client = config.new_client_from_config(config_file=kubeconfig, context=context)
-    except (config.ConfigException, OSError, TypeError, ValueError) as error:
+    except Exception as error:  # ConfigException, YAML errors, a missing file: all the user's to fix
         raise UserError(
             f"{kubeconfig}: not a usable kubeconfig ({error}); check the path and --context"
         ) from None

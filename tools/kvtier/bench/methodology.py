@@ -17,6 +17,7 @@ from kvtier.podscripts import kvcheck
 Step = Callable[[str], None]
 DEFAULT_LENGTHS = (500, 1000, 2000, 2500, 3000)
 CASES = ("cold", "warm-same", "warm-other")
+DEFAULT_TIMEOUT = 120.0  # seconds per request (a cold 3k-token prefill on a busy CPU takes a few)
 
 
 @dataclass(frozen=True)
@@ -38,8 +39,13 @@ class Sample:
     tiers: dict[str, float | None] = field(default_factory=dict)
 
 
-def scrape(replicas: Sequence[Replica]) -> dict[str, dict[str, float]]:
-    return {r.name: kvcheck.read_metrics(r.metrics_url) for r in replicas}
+def replicas_for(urls: Sequence[str]) -> list[Replica]:
+    """Replicas named replica-0, replica-1, ... with their /metrics on the same port (vLLM's)."""
+    return [Replica(f"replica-{i}", url, kvcheck.metrics_url(url)) for i, url in enumerate(urls)]
+
+
+def scrape(replicas: Sequence[Replica], timeout: float) -> dict[str, dict[str, float]]:
+    return {r.name: kvcheck.read_metrics(r.metrics_url, timeout) for r in replicas}
 
 
 def served_by(before: dict[str, dict[str, float]], after: dict[str, dict[str, float]]) -> str | None:
@@ -49,12 +55,17 @@ def served_by(before: dict[str, dict[str, float]], after: dict[str, dict[str, fl
 
 
 def measure(
-    url: str, model: str, prompt: str, replicas: Sequence[Replica], max_tokens: int = 4
+    url: str,
+    model: str,
+    prompt: str,
+    replicas: Sequence[Replica],
+    max_tokens: int = 4,
+    timeout: float = DEFAULT_TIMEOUT,
 ) -> tuple[dict[str, Any], str | None, dict[str, float | None]]:
     """One streamed request to `url`: (timing, serving replica, its cache deltas by tier)."""
-    before = scrape(replicas)
-    timing = kvcheck.stream_completion(url, model, prompt, max_tokens=max_tokens)
-    after = scrape(replicas)
+    before = scrape(replicas, timeout)
+    timing = kvcheck.stream_completion(url, model, prompt, max_tokens=max_tokens, timeout=timeout)
+    after = scrape(replicas, timeout)
     name = served_by(before, after)
     tiers = kvcheck.tier_deltas(before[name], after[name]) if name else {}
     return timing, name, tiers
@@ -67,6 +78,7 @@ def ttft_sweep(
     repeats: int,
     count: prompts.Tokenizer | None,
     step: Step,
+    timeout: float = DEFAULT_TIMEOUT,
 ) -> list[Sample]:
     """For each length and repeat, a fresh prompt: to replica A (cold), A again, then B."""
     samples: list[Sample] = []
@@ -76,7 +88,7 @@ def ttft_sweep(
         for repeat in range(repeats):
             prompt, actual, _exact = prompts.sized_prompt(tokens, count)
             for case, target in [("cold", a), ("warm-same", a)] + [("warm-other", b) for b in others]:
-                timing, name, tiers = measure(target.url, model, prompt, replicas)
+                timing, name, tiers = measure(target.url, model, prompt, replicas, timeout=timeout)
                 samples.append(
                     Sample(case, tokens, actual, repeat, timing["ttft_s"], timing["total_s"], name, tiers)
                 )
@@ -93,6 +105,7 @@ def multi_turn(
     turn_words: int,
     count: prompts.Tokenizer | None,
     step: Step,
+    timeout: float = DEFAULT_TIMEOUT,
 ) -> dict[str, Any]:
     """A conversation of `turns` turns, each resending the history, against the same conversation
     with a fresh nonce ahead of every turn (nothing reusable): the time the cache saves."""
@@ -104,7 +117,7 @@ def multi_turn(
             if turn:
                 history = prompts.extend(history, turn_words, uuid.uuid4().hex[:8])
             prompt = history if mode == "cached" else f"{uuid.uuid4().hex} {history}"
-            timing, _name, _tiers = measure(url, model, prompt, replicas, max_tokens=16)
+            timing, _name, _tiers = measure(url, model, prompt, replicas, 16, timeout)
             history += timing["text"]
             ttfts.append(timing["ttft_s"])
             totals.append(timing["total_s"])
@@ -115,14 +128,22 @@ def multi_turn(
 
 
 def concurrency(
-    url: str, model: str, clients: int, tokens: int, count: prompts.Tokenizer | None, step: Step
+    url: str,
+    model: str,
+    clients: int,
+    tokens: int,
+    count: prompts.Tokenizer | None,
+    step: Step,
+    timeout: float = DEFAULT_TIMEOUT,
 ) -> dict[str, Any]:
     """`clients` fresh prompts at once (cold), then the same prompts at once again (warm)."""
     batch = [prompts.sized_prompt(tokens, count)[0] for _ in range(clients)]
     results: dict[str, Any] = {"clients": clients, "tokens": tokens}
     with concurrent.futures.ThreadPoolExecutor(clients) as pool:
         for case in ("cold", "warm"):
-            timings = list(pool.map(lambda p: kvcheck.stream_completion(url, model, p), batch))
+            timings = list(
+                pool.map(lambda p: kvcheck.stream_completion(url, model, p, timeout=timeout), batch)
+            )
             results[case] = [t["ttft_s"] for t in timings]
             step(f"concurrency {case}")
     return results

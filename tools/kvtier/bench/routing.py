@@ -59,12 +59,13 @@ def routing_trials(
     tokens: int,
     count: prompts.Tokenizer | None,
     step: methodology.Step,
+    timeout: float = methodology.DEFAULT_TIMEOUT,
 ) -> RoutingResult:
     done: list[Trial] = []
     for index in range(trials):
         prompt, _actual, _exact = prompts.sized_prompt(tokens, count)
-        cold, first, _ = methodology.measure(router_url, model, prompt, replicas)
-        warm, repeat, tiers = methodology.measure(router_url, model, prompt, replicas)
+        cold, first, _ = methodology.measure(router_url, model, prompt, replicas, timeout=timeout)
+        warm, repeat, tiers = methodology.measure(router_url, model, prompt, replicas, timeout=timeout)
         done.append(Trial(first, repeat, cold["ttft_s"], warm["ttft_s"], tiers.get("l0_hit_tokens")))
         step(f"{strategy} trial {index + 1}/{trials}")
     return RoutingResult(strategy, done)

@@ -28,6 +28,7 @@ class BenchPlan:
     turn_words: int = 100
     concurrency: int = 0
     out: Path = Path("bench-results")
+    timeout: float = methodology.DEFAULT_TIMEOUT
 
     def steps(self) -> int:
         cases = 2 + min(1, len(self.replicas) - 1)
@@ -36,7 +37,7 @@ class BenchPlan:
 
 
 def resolve_model(url: str) -> str:
-    models = kvcheck.http_json(url.rstrip("/") + "/v1/models")
+    models = kvcheck.http_json(url.rstrip("/") + "/v1/models", timeout=30)
     ids = [m.get("id") for m in models.get("data", [])] if isinstance(models, dict) else []
     if not ids:
         raise kvcheck.CheckError(f"{url}/v1/models lists no model; pass --model")
@@ -67,10 +68,20 @@ def execute(plan: BenchPlan, console: Console) -> dict[str, Any]:
         def step(label: str) -> None:
             progress.update(task, advance=1, description=label)
 
-        samples = methodology.ttft_sweep(plan.replicas, model, plan.lengths, plan.repeats, count, step)
+        samples = methodology.ttft_sweep(
+            plan.replicas, model, plan.lengths, plan.repeats, count, step, plan.timeout
+        )
         if plan.turns:
             results["multi_turn"] = methodology.multi_turn(
-                entry, plan.replicas, model, plan.turns, plan.context_tokens, plan.turn_words, count, step
+                entry,
+                plan.replicas,
+                model,
+                plan.turns,
+                plan.context_tokens,
+                plan.turn_words,
+                count,
+                step,
+                plan.timeout,
             )
         if plan.concurrency:
             middle = sorted(plan.lengths)[len(plan.lengths) // 2]

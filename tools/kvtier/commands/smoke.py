@@ -5,14 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 from contextlib import ExitStack
-from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from kvtier import exitcodes, smoke
+from kvtier import discovery, exitcodes, smoke
 from kvtier.errors import UserError
-from kvtier.podscripts import kvcheck
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -27,14 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     urls.add_argument("--replica-url", action="append", default=[], help="an engine replica URL (give two)")
     urls.add_argument("--l2-dir", help="the L2 directory, where this machine mounts it")
     urls.add_argument("--curvine-url", help="Curvine master web URL")
-    cluster = parser.add_argument_group("against a cluster")
-    cluster.add_argument("--kubeconfig", help="kubeconfig file: reach pods through port-forward")
-    cluster.add_argument("--context", help="kubeconfig context")
-    cluster.add_argument("-n", "--namespace", default="default")
-    cluster.add_argument("--release", default="kvtier", help="Helm release name (selects its pods)")
-    cluster.add_argument("--router-selector", help="label selector of router pods (default: the chart's)")
-    cluster.add_argument("--engine-selector", help="label selector of engine pods (HyperPod: app=<endpoint>)")
-    cluster.add_argument("--curvine-selector", help="label selector of Curvine master pods ('' = skip)")
+    discovery.add_cluster_arguments(parser)
     parser.add_argument("--model", help="model name (default: the router's first)")
     parser.add_argument("--l2", choices=("auto", "on", "off"), default="auto", help="is L2 enabled?")
     parser.add_argument("--curvine-workers", type=int, default=1, help="live workers expected")
@@ -79,21 +70,7 @@ def _url_targets(args: argparse.Namespace) -> smoke.Targets:
 
 
 def _cluster_targets(args: argparse.Namespace, stack: ExitStack) -> smoke.Targets:
-    from kvtier import discovery, portforward
-
-    api = portforward.core_api(args.kubeconfig, args.context)
-    selectors = discovery.Selectors.for_release(args.release)
-    selectors.router = args.router_selector or selectors.router
-    selectors.engine = args.engine_selector or selectors.engine
-    if args.curvine_selector is not None:
-        selectors.curvine = args.curvine_selector or None
-    source = Path(kvcheck.__file__).read_text()
-    try:
-        reached = stack.enter_context(discovery.reach(api, args.namespace, selectors, source))
-    except Exception as error:  # API errors: unreachable server, forbidden, unknown namespace
-        if isinstance(error, UserError):
-            raise
-        raise UserError(f"cannot reach the cluster in {args.kubeconfig}: {error}") from None
+    reached = discovery.reach_from_args(args, stack)
     return smoke.Targets(
         router=reached.router,
         replicas=reached.replicas,

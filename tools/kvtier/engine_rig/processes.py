@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -37,13 +38,19 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _guard() -> list[str]:
+    """Wrap a command so it gets SIGTERM if this process dies without stopping it (no orphans)."""
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "TERM"] if setpriv else []
+
+
 def start(name: str, argv: list[str], env: dict[str, str], log_dir: Path, url: str) -> Process:
     """Start `argv` niced, in a new session, logging to log_dir/<name>.log."""
     log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / f"{name}.log"
     with log.open("wb") as out:
         popen = subprocess.Popen(
-            ["nice", "-n", "10", *argv],
+            [*_guard(), "nice", "-n", "10", *argv],
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

@@ -10,8 +10,10 @@ Only L0 (vLLM's prefix cache) runs here: see CPU_TIERS_NOTE.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -21,6 +23,7 @@ from types import TracebackType
 from kvtier import paths
 from kvtier.engine_rig import processes, router_flags
 from kvtier.engine_rig.errors import RigError
+from kvtier.podscripts import kvcheck
 
 ENGINE_VENV = paths.ROOT / ".venv-engine"
 TINYMODEL = Path(__file__).with_name("tinymodel.py")
@@ -44,6 +47,10 @@ ENGINE_ENV = {
     "VLLM_LOGGING_LEVEL": "WARNING",
     "VLLM_HOST_IP": "127.0.0.1",  # its internal message queues stay on loopback
 }
+
+
+def _exit_on_sigterm(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def engine_python() -> Path:
@@ -82,6 +89,9 @@ class EngineRig:
     last_router_flags: tuple[list[str], str] = ([], "")
 
     def __enter__(self) -> EngineRig:
+        if threading.current_thread() is threading.main_thread():
+            # A plain SIGTERM (CI timeout, kill) must still run __exit__ and stop the engines.
+            signal.signal(signal.SIGTERM, _exit_on_sigterm)
         try:
             self.start()
         except BaseException:
@@ -123,6 +133,8 @@ class EngineRig:
             self.started.append(Replica(process, f"tcp://127.0.0.1:{events_port}"))
         for replica in self.started:  # started together, waited for one by one
             took = processes.wait_ready(replica.process)
+            # The first request of a fresh engine pays one-off set-up; keep it out of every measurement.
+            kvcheck.stream_completion(replica.url, MODEL_NAME, kvcheck.long_prompt(200), timeout=300)
             self.log(f"{replica.process.name} ready at {replica.url} ({took:.0f} s)")
 
     def stop(self) -> None:

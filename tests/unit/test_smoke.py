@@ -1,0 +1,166 @@
+"""`kvtier smoke` in URL mode against stand-in servers on 127.0.0.1, and pod discovery on real
+Kubernetes model objects (the real engines and router: tests/engine/)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from kubernetes.client import (
+    V1Container,
+    V1ContainerPort,
+    V1EnvVar,
+    V1ObjectMeta,
+    V1Pod,
+    V1PodCondition,
+    V1PodSpec,
+    V1PodStatus,
+    V1VolumeMount,
+)
+from test_kvcheck_fakes import FakeReplica, as_json, as_text, closed_port_url, serve
+
+from kvtier import cli, discovery, smoke
+from kvtier.errors import UserError
+
+MODELS = {"data": [{"id": "tiny"}]}
+COMPLETION = {"choices": [{"text": "x"}], "usage": {"completion_tokens": 3}}
+
+
+def router_routes() -> dict:
+    return {
+        ("GET", "/health"): as_text("ok"),
+        ("GET", "/v1/models"): as_json(MODELS),
+        ("POST", "/v1/completions"): as_json(COMPLETION),
+    }
+
+
+def smoke_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict]:
+    code = cli.main(["smoke", "--json", *args])
+    out = capsys.readouterr().out
+    return code, ({o["id"]: o for o in json.loads(out)} if out.strip() else {})
+
+
+def test_all_pass_or_skip_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    with serve(router_routes()) as router:
+        code, outcomes = smoke_cli(capsys, "--router-url", router.url)
+    assert code == 0
+    assert [outcomes[c]["status"] for c in ("router", "completion")] == ["PASS", "PASS"]
+    assert outcomes["crosspod"]["status"] == "SKIP" and outcomes["l2-files"]["status"] == "SKIP"
+
+
+def test_a_failure_exits_1_with_a_remedy(capsys: pytest.CaptureFixture[str]) -> None:
+    code, outcomes = smoke_cli(capsys, "--router-url", closed_port_url())
+    assert code == 1
+    assert outcomes["router"]["status"] == "FAIL" and "connection refused" in outcomes["router"]["summary"]
+    assert outcomes["router"]["remedy"]
+    assert outcomes["completion"]["status"] == "SKIP"  # no model known: not run, not failed twice
+
+
+def test_nothing_to_check_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["smoke"]) == 2
+    assert "nothing to check" in capsys.readouterr().err
+
+
+def test_one_replica_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["smoke", "--replica-url", "http://127.0.0.1:1"]) == 2
+    assert "give two replicas" in capsys.readouterr().err
+
+
+def test_l2_on_runs_crosspod_and_l2_files(tmp_path: Path) -> None:
+    (tmp_path / "chunk.data").write_bytes(b"kv")
+    a, b = FakeReplica(), FakeReplica(hit_tokens=512)
+    with serve(router_routes()) as router, serve(a.routes()) as sa, serve(b.routes()) as sb:
+        sa.first_chunk_delay_s = 0.2
+        targets = smoke.Targets(router.url, [sa.url, sb.url], l2_enabled=True, l2_dir=str(tmp_path), words=40)
+        outcomes = {o["id"]: o for o in smoke.run_checks(targets)}
+    assert {k: o["status"] for k, o in outcomes.items()} == {
+        "router": "PASS",
+        "completion": "PASS",
+        "crosspod": "PASS",
+        "l2-files": "PASS",
+        "curvine-workers": "SKIP",
+    }
+    assert outcomes["crosspod"]["b"]["external_hit_tokens"] == 512
+
+
+def test_curvine_check_in_url_mode(capsys: pytest.CaptureFixture[str]) -> None:
+    with serve({("GET", "/api/overview"): as_json({"live_workers": 1, "lost_workers": 2})}) as master:
+        code, outcomes = smoke_cli(capsys, "--curvine-url", master.url, "--curvine-workers", "2")
+    assert code == 1
+    assert outcomes["curvine-workers"]["status"] == "FAIL" and outcomes["curvine-workers"]["lost"] == 2
+
+
+def test_every_check_has_a_reason_and_a_remedy() -> None:
+    assert len({c.id for c in smoke.CHECKS}) == len(smoke.CHECKS)
+    assert all(c.reason and c.remedy for c in smoke.CHECKS)
+
+
+# --- discovery on real Kubernetes model objects ---------------------------------------------------
+
+
+def pod(name: str, ready: bool = True, env: list | None = None, mounts: list | None = None) -> V1Pod:
+    container = V1Container(
+        name="vllm",
+        ports=[
+            V1ContainerPort(name="metrics", container_port=9000),
+            V1ContainerPort(name="http", container_port=8000),
+        ],
+        env=env,
+        volume_mounts=mounts,
+    )
+    status = "True" if ready else "False"
+    return V1Pod(
+        metadata=V1ObjectMeta(name=name),
+        spec=V1PodSpec(containers=[container]),
+        status=V1PodStatus(phase="Running", conditions=[V1PodCondition(type="Ready", status=status)]),
+    )
+
+
+class PodList:
+    """The one API call discovery makes, answered from a fixed list (the API server's side of it is
+    exercised by the cluster tests)."""
+
+    def __init__(self, pods: list[V1Pod]) -> None:
+        self.items = pods
+        self.selectors: list[str] = []
+
+    def list_namespaced_pod(self, namespace: str, label_selector: str) -> PodList:
+        self.selectors.append(label_selector)
+        return self
+
+
+def test_find_returns_ready_pods_with_the_named_port() -> None:
+    api = PodList([pod("e-1"), pod("e-0"), pod("e-2", ready=False)])
+    found = discovery.find(api, "ns", "sel", ("http",), "engine")
+    assert [(p.pod, p.port) for p in found] == [("e-0", 8000), ("e-1", 8000)]
+
+
+def test_find_without_ready_pods_says_how_to_look() -> None:
+    with pytest.raises(UserError, match=r"no Ready engine pod .* `kubectl get pods -n ns -l sel`"):
+        discovery.find(PodList([pod("e-0", ready=False)]), "ns", "sel", ("http",), "engine")
+
+
+def test_l2_path_from_hyperpod_env_or_chart_volume() -> None:
+    patched = pod(
+        "p", env=[V1EnvVar(name="LMCACHE_REMOTE_URL", value="fs://localhost:0/mnt/curvine/l2cache/")]
+    )
+    assert discovery.l2_path(patched, "vllm") == "/mnt/curvine/l2cache/"
+    chart = pod("c", mounts=[V1VolumeMount(name="l2cache", mount_path="/mnt/l2")])
+    assert discovery.l2_path(chart, "vllm") == "/mnt/l2"
+    remote = pod("r", env=[V1EnvVar(name="LMCACHE_REMOTE_URL", value="sagemaker-hyperpod://10.0.0.1:9200")])
+    assert discovery.l2_path(remote, "vllm") is None
+
+
+def test_default_selectors_follow_the_chart_labels() -> None:
+    selectors = discovery.Selectors.for_release("prod")
+    assert selectors.engine == "app.kubernetes.io/instance=prod,app.kubernetes.io/component=engine"
+    assert selectors.router.endswith("component=router") and selectors.curvine
+    assert selectors.curvine.endswith("component=master")
+
+
+def test_unusable_kubeconfig_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "kubeconfig"
+    bad.write_text("not: [a kubeconfig")
+    assert cli.main(["smoke", "--kubeconfig", str(bad)]) == 2
+    assert "not a usable kubeconfig" in capsys.readouterr().err
