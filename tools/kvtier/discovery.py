@@ -155,9 +155,7 @@ def reach(api: Any, namespace: str, selectors: Selectors, kvcheck_source: str) -
 
 def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     """The options `kvtier smoke` and `kvtier bench` share to reach a release in a cluster."""
-    group = parser.add_argument_group(
-        "against a cluster (pods reached through API server port-forwards)"
-    )
+    group = parser.add_argument_group("against a cluster (pods reached through API server port-forwards)")
     group.add_argument("--kubeconfig", help="kubeconfig file")
     group.add_argument("--context", help="kubeconfig context")
     group.add_argument("-n", "--namespace", default="default")
