@@ -33,7 +33,7 @@ STRATEGIES = ("prefixaware", "roundrobin")
 TARGET_WARM, TARGET_TTFT = 0.95, 0.15
 
 
-def run(trials: int, tokens: int, out: Path, console: Console) -> dict:
+def run(trials: int, tokens: int, strategies: list[str], console: Console) -> dict:
     started = time.monotonic()
     with (
         tempfile.TemporaryDirectory(prefix="kvtier-rig-") as work,
@@ -42,7 +42,7 @@ def run(trials: int, tokens: int, out: Path, console: Console) -> dict:
         replicas = methodology.replicas_for(rig.urls)
         count = prompts.tokenize_counter(rig.urls[0], engine_rig.MODEL_NAME)
         results = []
-        for strategy in STRATEGIES:
+        for strategy in strategies:
             with rig.router(strategy) as url:
                 result = routing.routing_trials(
                     url, strategy, replicas, engine_rig.MODEL_NAME, trials, tokens, count, lambda _s: None
@@ -89,10 +89,13 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=20, help="prompts per strategy (each sent twice)")
     parser.add_argument("--tokens", type=int, default=2000, help="prompt length in tokens")
     parser.add_argument("--out", type=Path, default=Path("bench-results"), help="folder for routing.json")
+    parser.add_argument(
+        "--strategies", default=",".join(STRATEGIES), help="comma-separated, the first is held to the targets"
+    )
     args = parser.parse_args()
     console = Console(stderr=False)
     try:
-        payload = run(args.trials, args.tokens, args.out, console)
+        payload = run(args.trials, args.tokens, args.strategies.split(","), console)
     except (UserError, kvcheck.CheckError) as error:
         console.print(f"[red]routing bench: {error}")
         return 2

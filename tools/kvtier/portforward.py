@@ -11,7 +11,7 @@ import contextlib
 import select
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from kvtier.errors import UserError
@@ -34,22 +34,33 @@ def _relay(client: socket.socket, remote: Any) -> None:
         return
 
 
-def _serve(listener: socket.socket, api: Any, namespace: str, pod: str, port: int) -> None:
-    from kubernetes.stream import portforward
+Opener = Callable[[], tuple[Any, Any]]  # -> (a connected socket to the pod, the session to close)
 
+
+def api_opener(api: Any, namespace: str, pod: str, port: int) -> Opener:
+    """One API server port-forward session per connection (what `kubectl port-forward` does)."""
+
+    def open_session() -> tuple[Any, Any]:
+        from kubernetes.stream import portforward
+
+        session = portforward(api.connect_get_namespaced_pod_portforward, pod, namespace, ports=str(port))
+        return session.socket(port), session
+
+    return open_session
+
+
+def _serve(listener: socket.socket, opener: Opener) -> None:
     while True:
         try:
             client, _ = listener.accept()
         except OSError:
             return  # listener closed: the forward is over
         try:
-            session = portforward(api.connect_get_namespaced_pod_portforward, pod, namespace, ports=str(port))
-            remote = session.socket(port)
+            remote, session = opener()
         except Exception:  # the API server refused (pod gone, RBAC): the client sees a closed socket
             client.close()
             continue
-        thread = threading.Thread(target=_pipe, args=(client, remote, session), daemon=True)
-        thread.start()
+        threading.Thread(target=_pipe, args=(client, remote, session), daemon=True).start()
 
 
 def _pipe(client: socket.socket, remote: Any, session: Any) -> None:
@@ -59,22 +70,30 @@ def _pipe(client: socket.socket, remote: Any, session: Any) -> None:
         client.close()
         with contextlib.suppress(Exception):
             remote.close()
+        with contextlib.suppress(Exception):
             session.close()
 
 
 @contextlib.contextmanager
-def forward(api: Any, namespace: str, pod: str, port: int) -> Iterator[str]:
-    """Yield http://127.0.0.1:<local port> that reaches `pod`:`port` through the API server."""
+def listen(opener: Opener) -> Iterator[str]:
+    """Yield http://127.0.0.1:<local port>; each connection to it is relayed through `opener()`."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(16)
-    thread = threading.Thread(target=_serve, args=(listener, api, namespace, pod, port), daemon=True)
+    thread = threading.Thread(target=_serve, args=(listener, opener), daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{listener.getsockname()[1]}"
     finally:
+        with contextlib.suppress(OSError):
+            listener.shutdown(socket.SHUT_RDWR)  # wakes accept() on Linux
         listener.close()
         thread.join(timeout=5)
+
+
+def forward(api: Any, namespace: str, pod: str, port: int) -> contextlib.AbstractContextManager[str]:
+    """http://127.0.0.1:<local port> reaching `pod`:`port` through the API server (never the pod IP)."""
+    return listen(api_opener(api, namespace, pod, port))
 
 
 def core_api(kubeconfig: str, context: str | None = None) -> Any:

@@ -29,6 +29,7 @@ ENGINE_VENV = paths.ROOT / ".venv-engine"
 TINYMODEL = Path(__file__).with_name("tinymodel.py")
 MODEL_NAME = "tiny-llama"
 MAX_MODEL_LEN = 4096
+BLOCK_SIZE = 128  # vLLM's CPU default, said explicitly: kv_aware routing must hash blocks the same way
 CPU_TIERS_NOTE = (
     "L1/L2 not exercised on this rig: LMCache's connector and vLLM's native KV offloading refuse "
     "CPU devices, so only L0 (vLLM prefix cache) runs here. The cross-pod L2 check runs against a "
@@ -115,6 +116,7 @@ class EngineRig:
             "--model", str(self.model_dir), "--served-model-name", MODEL_NAME,
             "--host", "127.0.0.1", "--port", str(port),
             "--enable-prefix-caching", "--max-model-len", str(MAX_MODEL_LEN), "--max-num-seqs", "4",
+            "--block-size", str(BLOCK_SIZE),
             "--dtype", "float32", "--seed", "0", "--enforce-eager", "--kv-events-config", json.dumps(events),
         ]  # fmt: skip
 
@@ -153,8 +155,11 @@ class EngineRig:
         argv += ["--prometheus-host", "127.0.0.1", "--prometheus-port", str(metrics_port)]
         argv += ["--worker-urls", *self.urls]
         if router_flags.STRATEGY_POLICY[strategy] == "kv_aware":
+            # Static event sources (the rig has no Kubernetes discovery), and the engines' block size,
+            # which discovery would ask the engines for.
             for replica in self.started:
                 argv += ["--kv-event-source", f"{replica.url}={replica.events_endpoint}"]
+            argv += ["--kv-event-block-size", str(BLOCK_SIZE), "--kv-event-model", MODEL_NAME]
         return argv
 
     @contextmanager

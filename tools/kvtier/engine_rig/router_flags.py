@@ -34,6 +34,8 @@ DISCOVERY_FLAGS: dict[str, int | str] = {
     "--prometheus-host": 1,
     "--prometheus-port": 1,
     "--kv-event-source": 1,
+    "--kv-event-block-size": 1,
+    "--kv-event-model": 1,
 }
 
 
