@@ -68,13 +68,23 @@ def check_loaded(
     loaded: loader.Loaded, options: Options, deployed: dict[str, Any] | None = None
 ) -> FileReport:
     report = FileReport(str(loaded.path))
-    report.add(SCHEMA, schema_check.check(loaded, options.schema_source) + _stale_copies())
+    schema_findings = schema_check.check(loaded, options.schema_source)
+    report.add(SCHEMA, schema_findings + _stale_copies())
     ctx = rules.ValuesContext(merge.effective(loaded.data), loaded, deployed)
-    found = rules.run_values(ctx)
+    not_run: list[str] = []
+    found = rules.run_values(ctx, not_run=not_run if schema_findings else None)
     count = sum(1 for r in rules.all_rules().values() if r.scope == "values")
-    report.add(RULES, found, "" if found else f"{count} rules")
+    report.add(RULES, found, "" if found or not_run else f"{count} rules")
+    notes = (
+        [f"{len(not_run)} rule(s) not evaluated on values of the wrong type: {', '.join(not_run)}"]
+        if not_run
+        else []
+    )
     if options.kube_context is None and not found:
-        report.checks[RULES].detail += "; deployed master count not compared (no --kube-context)"
+        notes.append("deployed master count not compared (no --kube-context)")
+    if notes:
+        detail = report.checks[RULES].detail
+        report.checks[RULES].detail = "; ".join([detail, *notes] if detail else notes)
     return report
 
 

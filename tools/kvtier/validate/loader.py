@@ -112,6 +112,13 @@ def read_text(path: Path) -> str:
         raw = path.read_bytes()
     except OSError as error:
         raise UserError(f"{path}: cannot read ({error.strerror or error})") from None
+    return decode(raw, path)
+
+
+def decode(raw: bytes, path: Path) -> str:
+    """Text of a values file's bytes: not too large, not binary, UTF-8, not empty."""
+    if len(raw) > MAX_BYTES:
+        raise UserError(f"{path}: {len(raw)} bytes is too large for a values file (limit {MAX_BYTES})")
     if b"\x00" in raw:
         raise UserError(f"{path}: binary file (contains NUL bytes); expected a YAML values file")
     try:
@@ -172,3 +179,8 @@ def _kind(node: yaml.Node) -> str:
 
 def load(path: Path) -> Loaded:
     return load_text(read_text(path), path)
+
+
+def load_bytes(raw: bytes, path: Path) -> Loaded:
+    """A values document held in memory, with the same checks as a file."""
+    return load_text(decode(raw, path), path)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -15,15 +14,18 @@ UMBRELLA = "kv-tiered-inference"
 
 
 def coalesce(base: Any, override: Any) -> Any:
-    """Helm's merge: mappings merge key by key, anything else (lists too) is replaced, null deletes."""
+    """Helm's merge: mappings merge key by key, anything else (lists too) is replaced, null deletes.
+    The result shares unchanged sub-trees with its inputs (no copies): treat it as read-only."""
     if not isinstance(base, dict) or not isinstance(override, dict):
-        return copy.deepcopy(override)
-    out = copy.deepcopy(base)
+        return override
+    out = dict(base)
     for key, value in override.items():
         if value is None:
             out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = coalesce(out[key], value)
         else:
-            out[key] = coalesce(out.get(key), value) if isinstance(value, dict) else copy.deepcopy(value)
+            out[key] = value
     return out
 
 

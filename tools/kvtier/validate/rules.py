@@ -69,17 +69,29 @@ def all_rules() -> dict[str, Rule]:
     return REGISTRY
 
 
-def run_values(ctx: ValuesContext, only: Iterable[str] | None = None) -> list[Finding]:
+def run_values(
+    ctx: ValuesContext, only: Iterable[str] | None = None, not_run: list[str] | None = None
+) -> list[Finding]:
+    """Findings of the values rules. With `not_run` given (the schema already failed), a rule that cannot
+    read values of the wrong type is listed there instead of raising; on schema-valid values it raises."""
     out = []
     for r in _select("values", only):
-        for hit in r.check(ctx):
+        try:
+            hits = list(r.check(ctx))
+        except (TypeError, AttributeError, ValueError, KeyError, IndexError):
+            if not_run is None:
+                raise
+            not_run.append(r.id)
+            continue
+        for hit in hits:
             in_file = any(hit.path[:n] in ctx.loaded.marks for n in range(len(hit.path), 0, -1))
             line, col = ctx.loaded.where(hit.path) if in_file else (None, None)
+            message = hit.message if in_file else f"{hit.message} (from the chart defaults)"
             out.append(
                 Finding(
                     r.check_name,
                     r.id,
-                    hit.message if in_file else f"{hit.message} (from the chart defaults)",
+                    message,
                     str(ctx.loaded.path),
                     line,
                     col,
