@@ -68,3 +68,10 @@ def test_release_findings_stop_the_publish_before_packaging(tmp_path: Path) -> N
     )
     assert outcomes == [] and not (tmp_path / "out").exists()
     assert {f.rule for f in findings} == {"changelog-entry", "artifacthub-changes", "artifacthub-annotation"}
+
+
+def test_publish_without_a_registry_is_refused_before_any_work(tmp_path: Path) -> None:
+    _chart(tmp_path, "demo")
+    with pytest.raises(UserError, match="no registry given: pass --registry"):
+        package.publish(package.discover(None, tmp_path), None, tmp_path / "out")
+    assert not (tmp_path / "out").exists()

@@ -133,6 +133,8 @@ def publish(
     password: str | None = None,
 ) -> tuple[list[Outcome], list[Finding]]:
     """Package and push; findings (release rules, versions already published) mean nothing was pushed."""
+    if registry is None and not dry_run:
+        raise UserError("no registry given: pass --registry oci://HOST/PATH or set KVTIER_REGISTRY")
     findings = check(charts)
     if findings:
         return [], findings
@@ -142,8 +144,6 @@ def publish(
         for c, p in zip(charts, packages, strict=True)
     ]
     if registry is None:
-        if not dry_run:
-            raise UserError("no registry given: pass --registry oci://HOST/PATH or set KVTIER_REGISTRY")
         return outcomes, []
     with session(registry, username, password, dry_run=dry_run) as reg:
         for chart, outcome in zip(charts, outcomes, strict=True):
