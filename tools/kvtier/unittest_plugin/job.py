@@ -93,9 +93,10 @@ def _select(
 ) -> dict[str, list[Any]]:
     selector = assertion.selector if assertion.selector is not None else job.selector
     if selector and selector.get("path"):
-        many, matched, out = selector.get("matchMany") is True, 0, {}
+        many, matched = selector.get("matchMany") is True, 0
+        out: dict[str, list[Any]] = {}
         for template, manifests in docs.items():
-            picked = []
+            picked: list[dict[str, Any]] = []
             for doc in manifests or []:
                 values = find(doc, selector["path"])
                 want = selector.get("value")

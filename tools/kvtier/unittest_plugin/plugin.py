@@ -8,6 +8,7 @@ the project's own `pytest tests` never collects chart suites by accident. One it
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
 import shutil
 import tempfile
@@ -48,6 +49,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="rewrite __snapshot__/*.snap files with the current output",
     )
     group.addoption(
+        "--helm-unittest-report",
+        default=None,
+        metavar="FILE",
+        help="write every case's verdict as JSON (chart route, suite file, suite, it, outcome)",
+    )
+    group.addoption(
         "--helm-unittest-helm",
         default=None,
         metavar="PATH",
@@ -62,7 +69,13 @@ def pytest_configure(config: pytest.Config) -> None:
     cli_roots = config.getoption("--helm-unittest-root")
     roots = [Path(r).resolve() for r in cli_roots or config.getini("helm_unittest_roots")]
     pattern = config.getoption("--helm-unittest-pattern") or config.getini("helm_unittest_pattern")
-    config.stash[_STATE] = {"roots": roots, "pattern": pattern, "snapshots": {}, "ran": {}, "renderer": None}
+    config.stash[_STATE] = {
+        "roots": roots,
+        "pattern": pattern,
+        "snapshots": {},
+        "ran": {},
+        "renderer": None,
+    }
     if cli_roots and config.args_source == pytest.Config.ArgsSource.TESTPATHS:
         config.args[:] = [str(r) for r in roots]  # the roots alone, not the project's testpaths
     elif roots:
@@ -195,10 +208,39 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         list(pool.map(renderer.render, requests))
 
 
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Remember each case's verdict (a failure in any phase wins over a pass)."""
+    verdicts = _REPORTED.get(report.nodeid)
+    if report.outcome == "failed" or verdicts is None or (report.when == "call" and verdicts == "passed"):
+        _REPORTED[report.nodeid] = report.outcome
+
+
+_REPORTED: dict[str, str] = {}
+
+
+def _write_report(session: pytest.Session, target: str) -> None:
+    rows = []
+    for item in session.items:
+        if isinstance(item, HelmUnitItem):
+            rows.append(
+                {
+                    "chart": item.suite.chart_route,
+                    "file": str(item.suite.path),
+                    "suite": item.suite.name,
+                    "it": item.job.name,
+                    "outcome": _REPORTED.get(item.nodeid, "not run"),
+                }
+            )
+    Path(target).write_text(json.dumps(rows, indent=1) + "\n")
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     state = session.config.stash.get(_STATE, None)
     if not state:
         return
+    report = session.config.getoption("--helm-unittest-report")
+    if report:
+        _write_report(session, report)
     totals: dict[tuple[str, str], set[str]] = {}
     for item in session.items:
         if isinstance(item, HelmUnitItem):

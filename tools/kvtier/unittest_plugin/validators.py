@@ -7,6 +7,7 @@ selected ones, whether the assertion is negated, the render error) and returns (
 from __future__ import annotations
 
 import base64
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -578,6 +579,10 @@ def failed_template(params: Any, ctx: Context) -> Result:
     return ok, errors
 
 
+def _swap(compare: Callable[[Any, int, int], Result], i: int, actual: Any, j: int) -> Result:
+    return compare(actual, i, j)
+
+
 def _snapshot(raw: bool) -> Callable[[Any, Context], Result]:
     def validate(params: Any, ctx: Context) -> Result:
         path = "" if raw else param(params, "path", "")
@@ -605,7 +610,7 @@ def _snapshot(raw: bool) -> Callable[[Any, Context], Result]:
             if raw:
                 passed, lines = compare(uniform(m.get("raw")), -1, -1)
             else:
-                passed, lines = _per_value(ctx, m, i, path, lambda a, j, i=i: compare(a, i, j))
+                passed, lines = _per_value(ctx, m, i, path, functools.partial(_swap, compare, i))
             errors += lines
             ok = passed if i == 0 else ok and passed
         return ok, errors

@@ -75,6 +75,14 @@ def _accept(op: str, left: Typed, right: Typed) -> bool:
     return check(_order(left, right))
 
 
+def _either(a: Pred, b: Pred) -> Pred:
+    return lambda n, r: a(n, r) or b(n, r)
+
+
+def _both(a: Pred, b: Pred) -> Pred:
+    return lambda n, r: a(n, r) and b(n, r)
+
+
 class _Parser:
     def __init__(self, text: str) -> None:
         self.text, self.pos = text, 0
@@ -105,15 +113,13 @@ class _Parser:
     def disjunction(self) -> Pred:
         left = self.conjunction()
         while self.take("||"):
-            right, prev = self.conjunction(), left
-            left = lambda n, r, a=prev, b=right: a(n, r) or b(n, r)  # noqa: E731
+            left = _either(left, self.conjunction())
         return left
 
     def conjunction(self) -> Pred:
         left = self.unary()
         while self.take("&&"):
-            right, prev = self.unary(), left
-            left = lambda n, r, a=prev, b=right: a(n, r) and b(n, r)  # noqa: E731
+            left = _both(left, self.unary())
         return left
 
     def unary(self) -> Pred:

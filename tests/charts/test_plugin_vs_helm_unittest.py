@@ -1,0 +1,133 @@
+"""The pytest plugin against the real helm-unittest: same verdict for every `it` of every suite.
+
+Both tools run on throw-away copies of each chart (they may write snapshot files). The corpus under
+tests/unittest_corpus/ also has verdicts recorded from the real helm-unittest (record.py), so the
+plugin is checked against them even where helm-unittest is not built.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from kvtier import paths
+
+CORPUS = paths.ROOT / "tests" / "unittest_corpus"
+CHARTS = [paths.CHARTS / "curvine", paths.CHARTS / "kv-tiered-inference", CORPUS / "corpus"]
+HELM_UNITTEST = paths.TOOLS_BIN / "helm-unittest"
+HELM3 = paths.TOOLS_BIN / "helm3"
+
+
+def _keyed(rows: list[tuple[str, str, str]]) -> dict[tuple[str, str, int], str]:
+    """(suite, it, n-th occurrence) -> verdict, so repeated names still line up."""
+    seen: Counter[tuple[str, str]] = Counter()
+    out = {}
+    for suite, it, verdict in rows:
+        seen[(suite, it)] += 1
+        out[(suite, it, seen[(suite, it)])] = verdict
+    return out
+
+
+def helm_unittest_verdicts(chart: Path, workdir: Path) -> dict[tuple[str, str, int], str]:
+    report = workdir / "helm-unittest.xml"
+    subprocess.run(
+        [str(HELM_UNITTEST), "-f", "tests/*_test.yaml", "-t", "JUnit", "-o", str(report), str(chart)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    rows = []
+    for suite in ET.parse(report).getroot().iter("testsuite"):
+        for case in suite.iter("testcase"):
+            verdict = "passed"
+            if case.find("failure") is not None or case.find("error") is not None:
+                verdict = "failed"
+            if case.find("skipped") is not None:
+                verdict = "skipped"
+            rows.append((suite.get("name", ""), case.get("name", ""), verdict))
+    return _keyed(rows)
+
+
+def plugin_verdicts(chart: Path, workdir: Path) -> dict[tuple[str, str, int], str]:
+    """Run the plugin in a hermetic pytest: the chart as the only path, no ini file, no inherited addopts."""
+    report = workdir / "plugin.json"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-c",
+        os.devnull,
+        "--rootdir",
+        str(chart),
+        "-q",
+        "-p",
+        "no:cacheprovider",
+    ]
+    cmd += ["--helm-unittest-root", str(chart), "--helm-unittest-report", str(report), str(chart)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=chart, env=env, timeout=600, check=False)
+    assert report.is_file(), f"plugin run wrote no report:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    rows = [(r["suite"], r["it"], r["outcome"]) for r in json.loads(report.read_text())]
+    return _keyed(rows)
+
+
+def _copy(chart: Path, dest: Path) -> Path:
+    shutil.copytree(chart, dest / chart.name, symlinks=True)
+    return dest / chart.name
+
+
+@pytest.mark.parametrize("chart", CHARTS, ids=[c.name for c in CHARTS])
+def test_same_verdict_for_every_case(chart: Path, tmp_path: Path, need) -> None:
+    need(HELM_UNITTEST.exists(), f"the real helm-unittest is not built at {HELM_UNITTEST} (make tools)")
+    need(HELM3.exists(), f"pinned Helm 3 missing at {HELM3} (make tools)")
+    need(any(chart.glob("tests/*_test.yaml")), f"{chart} has no suites yet")
+    real = helm_unittest_verdicts(_copy(chart, tmp_path / "real"), tmp_path)
+    ours = plugin_verdicts(_copy(chart, tmp_path / "plugin"), tmp_path)
+    assert real, "helm-unittest reported no test cases"
+    differing = {
+        k: (real.get(k), ours.get(k)) for k in real.keys() | ours.keys() if real.get(k) != ours.get(k)
+    }
+    assert not differing, "verdicts differ (helm-unittest, plugin):\n" + "\n".join(
+        f"  {suite} :: {it}: {pair}" for (suite, it, _), pair in sorted(differing.items())
+    )
+
+
+def test_corpus_matches_recorded_verdicts(tmp_path: Path, need) -> None:
+    need(HELM3.exists(), f"pinned Helm 3 missing at {HELM3} (make tools)")
+    recorded = json.loads((CORPUS / "verdicts.json").read_text())
+    ours = plugin_verdicts(_copy(CORPUS / "corpus", tmp_path), tmp_path)
+    got = {f"{suite}::{it}": verdict for (suite, it, _), verdict in ours.items()}
+    assert set(got) == set(recorded), "the corpus and its recorded verdicts list different cases"
+    assert {k: got[k] for k in recorded if got[k] != recorded[k]} == {}
+    assert {"passed", "failed", "skipped"} <= set(recorded.values()), "the corpus must cover every outcome"
+
+
+def test_snapshots_are_interchangeable(tmp_path: Path, need) -> None:
+    """The plugin writes the same snapshot file as helm-unittest, and each tool accepts the other's."""
+    need(HELM_UNITTEST.exists(), f"the real helm-unittest is not built at {HELM_UNITTEST} (make tools)")
+    need(HELM3.exists(), f"pinned Helm 3 missing at {HELM3} (make tools)")
+    real, ours = _copy(CORPUS / "corpus", tmp_path / "real"), _copy(CORPUS / "corpus", tmp_path / "plugin")
+    for chart in (real, ours):
+        shutil.rmtree(chart / "tests" / "__snapshot__", ignore_errors=True)
+    helm_unittest_verdicts(real, tmp_path)
+    plugin_verdicts(ours, tmp_path)
+    snap = Path("tests/__snapshot__/snapshot_test.yaml.snap")
+    assert (real / snap).read_text() == (ours / snap).read_text()
+    # each tool now reads the other's file: swap them and check the snapshot tests still pass
+    shutil.copy(real / snap, tmp_path / "swap.snap")
+    shutil.copy(ours / snap, real / snap)
+    shutil.copy(tmp_path / "swap.snap", ours / snap)
+    real_verdicts = helm_unittest_verdicts(real, tmp_path)
+    our_verdicts = plugin_verdicts(ours, tmp_path)
+    for verdicts in (real_verdicts, our_verdicts):
+        snapshot_cases = {k: v for k, v in verdicts.items() if k[0] == "snapshots"}
+        assert snapshot_cases and set(snapshot_cases.values()) == {"passed"}

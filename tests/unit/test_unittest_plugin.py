@@ -1,0 +1,178 @@
+"""Pure parts of the helm-unittest plugin: yaml.v3 value rules, the yaml.v3 writer, paths, values,
+set paths, error reduction, template globs and snapshot files. Expected outputs are what
+helm-unittest v1.1.2 (go.yaml.in/yaml/v3 v3.0.4) does, as observed in its source and output."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from kvtier.unittest_plugin import chartcopy, goemit, govalues, job, values
+from kvtier.unittest_plugin.snapshot import SnapshotFile
+from kvtier.unittest_plugin.yamlpath import PathError, find
+
+
+@pytest.mark.parametrize(
+    ("text", "expected", "type_name"),
+    [
+        ("yes", "yes", "string"),
+        ("True", True, "bool"),
+        ("0777", 511, "int"),
+        ("1_000", 1000, "int"),
+        ("0x1F", 31, "int"),
+        ("08", 8.0, "float64"),
+        ("1.0", 1.0, "float64"),
+        (".5", 0.5, "float64"),
+        ("~", None, ""),
+        ("2024-01-01", "2024-01-01T00:00:00Z", "time.Time"),
+        ('"2024-01-01"', "2024-01-01", "string"),
+        ("9223372036854775808", 9223372036854775808, "uint64"),
+    ],
+)
+def test_plain_scalars_resolve_like_yaml_v3(text: str, expected: object, type_name: str) -> None:
+    value = govalues.load(f"v: {text}")["v"]
+    assert value == expected and govalues.go_type_name(value) == type_name
+
+
+def test_go_equality_keeps_types_apart() -> None:
+    assert govalues.go_equal({"a": [1, "x"]}, {"a": [1, "x"]})
+    assert not govalues.go_equal(1, 1.0)
+    assert not govalues.go_equal(True, 1)
+    assert not govalues.go_equal("2024-01-01", govalues.load("v: 2024-01-01")["v"])
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(1.0, "1"), (1e6, "1e+06"), (1234567.0, "1.234567e+06"), (123456.0, "123456"), (1e-05, "1e-05"),
+     (0.0001, "0.0001"), (-2.25, "-2.25"), (math.inf, ".inf")],
+)  # fmt: skip
+def test_floats_are_written_like_go(value: float, text: str) -> None:
+    assert govalues.go_format_float(value) == text
+
+
+def test_writer_matches_yaml_v3_choices() -> None:
+    doc = {
+        "b": [
+            {"x.json": "\n{}\n"},
+            {"k": "a: b", "e": "", "y": "yes", "n": "1.0", "t": "a\tb", "m": "l1\nl2"},
+        ],
+        "a": {},
+        "item10": 1,
+        "item9": [],
+    }
+    assert goemit.trusted_dump(doc) == (
+        "a: {}\n"
+        "b:\n"
+        "  - x.json: |\n"
+        "      {}\n"
+        '  - e: ""\n'
+        "    k: 'a: b'\n"
+        "    m: |-\n"
+        "      l1\n"
+        "      l2\n"
+        '    "n": "1.0"\n'
+        '    t: "a\\tb"\n'
+        '    "y": "yes"\n'
+        "item9: []\n"
+        "item10: 1\n"
+    )
+    assert goemit.dump("some\ntext") == "|-\n  some\n  text\n"
+
+
+MANIFEST = {
+    "metadata": {"name": "x", "labels": {"app.kubernetes.io/name": "a"}},
+    "spec": {
+        "whole": 1.0,
+        "containers": [{"name": "app", "ports": [{"containerPort": 80}]}, {"name": "side", "image": "b"}],
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("metadata.name", ["x"]),
+        ('metadata.labels["app.kubernetes.io/name"]', ["a"]),
+        ("metadata.labels['app.kubernetes.io/name']", ["a"]),
+        ("spec.containers[-1].name", ["side"]),
+        ("spec.containers[*].name", ["app", "side"]),
+        ("spec.containers[0:1].name", ["app"]),
+        ('spec.containers[?(@.name == "side")].image', ["b"]),
+        ("spec.containers[?(@.ports[0].containerPort >= 80)].name", ["app"]),
+        ("spec.containers[?(!@.ports)].name", ["side"]),
+        ("spec.containers[?(@.name =~ /^si/)].name", ["side"]),
+        ("..image", ["b"]),
+        ("$.metadata.name", ["x"]),
+        ("spec.whole", [1]),  # a float with an integral value comes back as an int, as in Go
+        ("spec.nothing", []),
+    ],
+)
+def test_paths(path: str, expected: list[object]) -> None:
+    found = find(MANIFEST, path)
+    assert found == expected and [type(v) for v in found] == [type(v) for v in expected]
+
+
+def test_bad_path_is_an_error() -> None:
+    with pytest.raises(PathError):
+        find(MANIFEST, "spec.containers[x]")
+
+
+def test_values_merge_order_and_scoping(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text("replicas: 1\nimage: {tag: a, repo: r}\nlist: [1, 2]\n")
+    (tmp_path / "b.yaml").write_text("image: {tag: b}\nlist: [3]\n")
+    merged = values.user_values(
+        tmp_path / "s_test.yaml",
+        ["a.yaml", "b.yaml"],
+        {"replicas": 2, "image.tag": "c"},
+        {"replicas": 3},
+        "top",
+    )
+    assert merged == {"replicas": 3, "image": {"tag": "c", "repo": "r"}, "list": [3]}
+    scoped = values.user_values(
+        tmp_path / "s_test.yaml", [], {}, {"size": 1, "global.r": "eu"}, "top/charts/sub"
+    )
+    assert scoped == {"global": {"r": "eu"}, "sub": {"size": 1, "global": {"r": "eu"}}}
+
+
+def test_set_paths() -> None:
+    assert values.set_path("a.b[1].c", 5) == {"a": {"b": [None, {"c": 5}]}}
+    assert values.set_path("labels.[app.kubernetes.io/name]", "x") == {
+        "labels": {"app.kubernetes.io/name": "x"}
+    }
+    with pytest.raises(values.ValuesError):
+        values.set_path("a.b=c", 1)
+
+
+def test_template_globs_are_unanchored_like_helm_unittest() -> None:
+    pattern = chartcopy.template_pattern("top", "*.yaml")
+    assert pattern.search("top/templates/svc.yaml") and pattern.search("top/templates/tests/pod.yaml")
+    assert not chartcopy.template_pattern("top", "svc.yaml").search("top/templates/headless-svc.yaml")
+
+
+def test_render_errors_are_reduced_like_helm_unittest() -> None:
+    suite = SimpleNamespace(templates=[], chart_route="top")
+    files, parsed = job._reduce_error("execution error at (top/templates/a.yaml:3:4): boom", suite)  # type: ignore[arg-type]
+    assert parsed and files == {"top/templates/a.yaml": "boom"}
+    files, _ = job._reduce_error("execution error at (top/templates/a.yaml:1:3): line1\nline2", suite)  # type: ignore[arg-type]
+    assert files == {"top/templates/a.yaml": "line2"}
+    files, _ = job._reduce_error("execution error at (top/templates/_h.tpl:1:3): helper", suite)  # type: ignore[arg-type]
+    assert files == {"top/**": "helper"}
+    assert job._reduce_error("values don't meet the specifications of the schema(s)", suite) == (
+        {},
+        False,
+    )  # type: ignore[arg-type]
+
+
+def test_snapshot_file_round_trip(tmp_path: Path) -> None:
+    suite_file = tmp_path / "x_test.yaml"
+    first = SnapshotFile.for_suite(suite_file, "", update=False)
+    assert first.compare("it works", 1, {"a": 1}).passed  # a new snapshot passes and is stored
+    first.store(complete=True)
+    assert (tmp_path / "__snapshot__" / "x_test.yaml.snap").read_text() == "it works:\n  1: |\n    a: 1\n"
+    second = SnapshotFile.for_suite(suite_file, "", update=False)
+    assert second.compare("it works", 1, {"a": 1}).passed
+    assert not second.compare("it works", 1, {"a": 2}).passed
+    assert SnapshotFile.for_suite(suite_file, "", update=True).compare("it works", 1, {"a": 2}).passed

@@ -1,0 +1,47 @@
+"""Record the real helm-unittest's verdict for every case of the corpus into verdicts.json.
+
+Run after changing the corpus: `.venv/bin/python tests/unittest_corpus/record.py`. The plugin is
+then checked against these verdicts (tests/charts/test_plugin_vs_helm_unittest.py).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+
+
+def main() -> int:
+    binary = ROOT / ".tools" / "bin" / "helm-unittest"
+    if not binary.exists():
+        print(f"helm-unittest is not built at {binary}; run `make tools`", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory() as tmp:
+        chart = Path(tmp) / "corpus"
+        shutil.copytree(HERE / "corpus", chart)
+        report = Path(tmp) / "report.xml"
+        cmd = [str(binary), "-f", "tests/*_test.yaml", "-t", "JUnit", "-o", str(report), str(chart)]
+        subprocess.run(cmd, capture_output=True, check=False)
+        verdicts = {}
+        for suite in ET.parse(report).getroot().iter("testsuite"):
+            for case in suite.iter("testcase"):
+                verdict = "passed"
+                if case.find("failure") is not None or case.find("error") is not None:
+                    verdict = "failed"
+                if case.find("skipped") is not None:
+                    verdict = "skipped"
+                verdicts[f"{suite.get('name')}::{case.get('name')}"] = verdict
+    (HERE / "verdicts.json").write_text(json.dumps(verdicts, indent=1, sort_keys=True) + "\n")
+    print(f"recorded {len(verdicts)} verdicts")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
