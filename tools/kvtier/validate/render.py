@@ -53,6 +53,7 @@ def clean_error(stderr: str) -> str:
     lines = [line for line in stderr.strip().splitlines() if line.strip() and not line.startswith("WARNING")]
     text = " ".join(lines) or "helm failed without a message"
     text = re.sub(r"^Error: ", "", text)
+    text = re.sub(r"\s*Use --debug flag to render out invalid YAML\s*$", "", text)
     return text[:800]
 
 

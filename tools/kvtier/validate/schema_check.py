@@ -109,8 +109,9 @@ def _translate(error: ValidationError, loaded: Loaded) -> list[Finding]:
                 )
             )
         return out
-    if keyword == "required":
+    if keyword == "required":  # one error per missing key; its name is the message's first word
         missing = [k for k in error.validator_value if isinstance(value, dict) and k not in value]
+        missing = [k for k in missing if error.message.startswith(repr(k))] or missing[:1]
         return [
             finding(at, f"missing required key {k!r}", f"{format_path(at)} to have {k!r}") for k in missing
         ]

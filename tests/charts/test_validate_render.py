@@ -1,0 +1,115 @@
+"""`kvtier validate` end to end with the pinned Helm 3 and 4 over the real charts and environments."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kvtier import paths
+from kvtier.cli import main
+from kvtier.validate import kube
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "values"
+CHECKS = [
+    "schema",
+    "rules",
+    "render helm3",
+    "render helm4",
+    *(f"k8s {m}" for m in kube.DEFAULT_MINORS),
+    "LMCache config",
+    "Curvine TOML",
+    "policy",
+]
+
+
+@pytest.fixture(autouse=True)
+def _helm(need) -> None:
+    need(
+        (paths.TOOLS_BIN / "helm3").exists() and (paths.TOOLS_BIN / "helm4").exists(),
+        "pinned Helm: make tools",
+    )
+
+
+def _json(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dict]:
+    code = main(["validate", "--output", "json", *args])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_every_environment_passes_every_layer(capsys: pytest.CaptureFixture[str]) -> None:
+    files = sorted(paths.VALUES.glob("*.yaml"))
+    assert files, "values/ has no environment"
+    code, out = _json([], capsys)
+    assert code == 0, [f for e in out["environments"] for f in e["findings"] if f.get("severity") == "error"]
+    for env in out["environments"]:
+        assert list(env["checks"]) == CHECKS, env["file"]
+        for check in ("schema", "rules", "render helm3", "render helm4", "Curvine TOML", "policy"):
+            assert env["checks"][check]["status"] == "ok", (env["file"], check, env["checks"][check])
+        for minor in kube.DEFAULT_MINORS:
+            assert env["checks"][f"k8s {minor}"]["status"] in ("ok", "warning"), (env["file"], minor)
+
+
+def test_standalone_environments_render_an_lmcache_config_and_pass_its_loader(capsys) -> None:
+    _, out = _json([], capsys)
+    standalone = [e for e in out["environments"] if "hyperpod" not in Path(e["file"]).name]
+    assert standalone
+    for env in standalone:
+        status = env["checks"]["LMCache config"]
+        assert status["status"] in ("ok", "not available"), (env["file"], status)
+        assert status["status"] != "skipped", env["file"]
+
+
+def test_schema_errors_name_key_and_skip_rendering(capsys) -> None:
+    code, out = _json([str(FIXTURES / "bad-schema.yaml")], capsys)
+    [env] = out["environments"]
+    assert code == 1
+    typo = next(f for f in env["findings"] if f["path"] == "cache.chunkSzie")
+    assert typo["line"] == 4 and typo["suggestion"] == "did you mean 'chunkSize'?"
+    assert {f["path"] for f in env["findings"]} >= {"routing.strategy", "models[0].replicas"}
+    assert env["checks"]["render helm3"]["status"] == "skipped"
+    assert "schema errors" in env["checks"]["render helm3"]["detail"]
+
+
+def test_rule_errors_are_reported_with_ids(capsys) -> None:
+    code, out = _json(["--no-render", str(FIXTURES / "bad-rules.yaml")], capsys)
+    [env] = out["environments"]
+    assert code == 1 and env["checks"]["schema"]["status"] == "ok"
+    by_rule = {f["rule"]: f for f in env["findings"]}
+    assert set(by_rule) == {"l1-fits-memory", "tp-equals-gpus", "curvine-masters-odd"}
+    assert by_rule["curvine-masters-odd"]["line"] == 20 and by_rule["curvine-masters-odd"]["reason"]
+
+
+def test_chart_refusal_is_a_render_finding(capsys) -> None:
+    code, out = _json([str(FIXTURES / "bad-render.yaml")], capsys)
+    [env] = out["environments"]
+    assert code == 1 and env["checks"]["schema"]["status"] == "ok"
+    render = [f for f in env["findings"] if f["check"] == "render helm3"]
+    assert render and "limits.memory" in render[0]["message"] and "Use --debug" not in render[0]["message"]
+    assert any(f["rule"] == "l1-fits-memory" for f in env["findings"])  # the rule saw it before Helm
+
+
+def test_pod_security_level_is_enforced_when_declared(capsys) -> None:
+    env_file = next(p for p in sorted(paths.VALUES.glob("*.yaml")) if "hyperpod" not in p.name)
+    code, out = _json(["--pod-security", "kvtier=baseline", str(env_file)], capsys)
+    [env] = out["environments"]
+    findings = [f for f in env["findings"] if f["rule"] == "policy-pod-security"]
+    assert code == 1 and findings and "needs Pod Security 'privileged'" in findings[0]["message"]
+
+
+def test_human_summary_lists_every_check_per_environment(capsys) -> None:
+    assert main(["validate"]) in (0, 1)
+    out = capsys.readouterr().out
+    for check in CHECKS:
+        assert check in out
+    for path in paths.VALUES.glob("*.yaml"):
+        assert path.stem in out
+
+
+def test_newer_minors_accept_the_hyperpod_admission_policy(capsys) -> None:
+    hyperpod = sorted(paths.VALUES.glob("hyperpod*.yaml"))
+    if not hyperpod:
+        pytest.skip("no hyperpod environment in values/")
+    code, out = _json(["--kube-versions", "1.36-1.37", str(hyperpod[0])], capsys)
+    [env] = out["environments"]
+    assert code == 0 and not [f for f in env["findings"] if f["rule"] == "k8s.not-served"]

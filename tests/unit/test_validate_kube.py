@@ -1,0 +1,92 @@
+"""Kubernetes schema layer: strict schemas per minor, cached, and CRDs/unserved APIs told apart."""
+
+from __future__ import annotations
+
+import copy
+
+from kvtier.validate import configs, kube
+from kvtier.validate.findings import CURVINE, LMCACHE
+
+DEPLOYMENT = {
+    "apiVersion": "apps/v1",
+    "kind": "Deployment",
+    "metadata": {"name": "x"},
+    "spec": {
+        "selector": {"matchLabels": {"a": "b"}},
+        "template": {
+            "metadata": {"labels": {"a": "b"}},
+            "spec": {"containers": [{"name": "c", "image": "i:1"}]},
+        },
+    },
+}
+
+
+def test_valid_deployment_passes_every_default_minor() -> None:
+    for minor in kube.DEFAULT_MINORS:
+        assert kube.check(DEPLOYMENT, minor) == []
+
+
+def test_strict_schema_rejects_unknown_field_with_its_path() -> None:
+    bad = copy.deepcopy(DEPLOYMENT)
+    bad["spec"]["template"]["spec"]["containers"][0]["imagePullPolice"] = "Always"
+    [error] = kube.check(bad, "1.30") or []
+    assert error.startswith("spec.template.spec.containers.0:") and "imagePullPolice" in error
+
+
+def test_wrong_type_is_reported() -> None:
+    bad = copy.deepcopy(DEPLOYMENT)
+    bad["spec"]["replicas"] = "two"
+    assert any("spec.replicas" in e for e in kube.check(bad, "1.35") or [])
+
+
+def test_custom_resources_have_no_schema_and_are_not_builtin() -> None:
+    crd = {"apiVersion": "inference.sagemaker.aws.amazon.com/v1", "kind": "InferenceEndpointConfig"}
+    assert kube.check(crd, "1.30") is None
+    assert not kube.builtin_group(crd["apiVersion"])
+
+
+def test_builtin_api_missing_in_older_minors() -> None:
+    api, kind = "admissionregistration.k8s.io/v1", "MutatingAdmissionPolicy"
+    assert kube.builtin_group(api) and kube.builtin_group("v1") and kube.builtin_group("apps/v1")
+    assert kube.check({"apiVersion": api, "kind": kind}, "1.35") is None
+    served = kube.served_in(api, kind)
+    assert served and served[0] == "1.36"
+
+
+def test_default_minors_are_shipped_by_kubernetes_validate() -> None:
+    assert set(kube.DEFAULT_MINORS) <= set(kube.available_minors())
+
+
+def test_a_missing_checker_is_not_available_never_passed(monkeypatch) -> None:
+    manifests = [
+        {"kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"curvine-cluster.toml": "x = 1\n"}}
+    ]
+    monkeypatch.setitem(
+        configs.CHECKERS, CURVINE, ("kvtier.no_such_module", ("check_text",), configs.CHECKERS[CURVINE][2])
+    )
+    findings, why = configs.run(manifests, CURVINE, "env.yaml")
+    assert findings is None and "missing" in why
+
+
+def test_curvine_checker_finds_an_unknown_key() -> None:
+    toml = "format_master = false\nformat_worker = false\n[master]\nweb_prot = 9000\n"
+    manifests = [{"kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"curvine-cluster.toml": toml}}]
+    findings, _ = configs.run(manifests, CURVINE, "env.yaml")
+    assert findings and any("web_prot" in f.message for f in findings)
+    assert all(f.subject == "ConfigMap/c:curvine-cluster.toml" for f in findings)
+
+
+def test_lmcache_checker_finds_an_unknown_key(need) -> None:
+    fn, why = configs.checker(LMCACHE)
+    need(fn is not None, f"LMCache checker unavailable: {why}")
+    manifests = [
+        {
+            "kind": "ConfigMap",
+            "metadata": {"name": "c"},
+            "data": {"lmcache.yaml": "chunk_size: 256\nchunk_sise: 512\n"},
+        }
+    ]
+    findings, why = configs.run(manifests, LMCACHE, "env.yaml")
+    if findings is None:
+        need(False, f"LMCache loader not installed: {why}")
+    assert findings and any("chunk_sise" in f.message for f in findings)
