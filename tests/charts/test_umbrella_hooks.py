@@ -108,6 +108,13 @@ def test_single_replica_models_get_no_crosspod_check() -> None:
     names = set(hook_pods(docs))
     assert "llm-small-a-test-crosspod" in names and "llm-small-b-test-crosspod" not in names
     assert {"llm-small-a-router-test-router", "llm-small-b-router-test-router"} <= names
+    # kvaware engines are a StatefulSet: the check addresses replicas 0 and 1 by name.
+    command = hook_pods(docs)["llm-small-a-test-crosspod"]["spec"]["containers"][0]["command"]
+    args = kvcheck.build_parser().parse_args(command[2:])
+    assert (args.a, args.b) == (
+        "http://llm-small-a-0.llm-small-a.kv.svc:18000",
+        "http://llm-small-a-1.llm-small-a.kv.svc:18000",
+    )
 
 
 def test_eviction_cronjob_runs_l2_evict_on_the_shared_claim(tmp_path: Path) -> None:

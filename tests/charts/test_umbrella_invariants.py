@@ -39,11 +39,9 @@ def values_file(tmp_path: Path, model: dict[str, Any] | None = None, **top: Any)
 
 
 def engines(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [
-        d
-        for d in find(docs, "Deployment")
-        if d["metadata"]["labels"].get("app.kubernetes.io/component") == "engine"
-    ]
+    """Engine workloads: Deployments, or StatefulSets for kvaware (stable per-replica KV-event endpoints)."""
+    workloads = find(docs, "Deployment") + find(docs, "StatefulSet")
+    return [d for d in workloads if d["metadata"]["labels"].get("app.kubernetes.io/component") == "engine"]
 
 
 def vllm(deployment: dict[str, Any]) -> dict[str, Any]:

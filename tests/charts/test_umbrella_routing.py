@@ -46,7 +46,7 @@ def container(deployment: dict[str, Any], name: str) -> dict[str, Any]:
     return next(c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == name)
 
 
-@pytest.mark.parametrize("strategy", sorted(POLICIES))
+@pytest.mark.parametrize("strategy", ["prefixaware", "session", "roundrobin"])
 def test_strategy_maps_to_router_policy_and_discovery(strategy: str, parse) -> None:
     docs = render_docs(CHART, set_values={"routing.strategy": strategy}, namespace="team-a")
     (router,) = component(docs, "Deployment", "router")
@@ -61,14 +61,43 @@ def test_strategy_maps_to_router_policy_and_discovery(strategy: str, parse) -> N
     assert args.service_discovery_port == 8000
     assert args.selector == engine["spec"]["selector"]["matchLabels"]
     assert args.selector.items() <= engine["spec"]["template"]["metadata"]["labels"].items()
+    assert "--kv-events-config" not in container(engine, "vllm")["args"]
+
+
+def test_kvaware_names_every_replica_and_its_kv_event_endpoint(parse) -> None:
+    """vllm-router 0.1.17 cannot build a discovered vLLM worker's KV-event identity (it asks
+    /get_server_info, an SGLang endpoint), so kvaware uses a StatefulSet and static per-replica sources."""
+    docs = render_docs(CHART, set_values={"routing.strategy": "kvaware"}, namespace="team-a")
+    (router,) = component(docs, "Deployment", "router")
+    (engine,) = component(docs, "StatefulSet", "engine")
+    assert not component(docs, "Deployment", "engine")
+    args = parse(container(router, "router")["args"])
+    assert args.policy == "kv_aware" and args.service_discovery is False
+    name = engine["metadata"]["name"]
+    assert engine["spec"]["serviceName"] == name
+    hosts = [f"{name}-{i}.{name}.team-a.svc" for i in range(engine["spec"]["replicas"])]
+    assert args.worker_urls == [f"http://{h}:8000" for h in hosts]
+    assert args.kv_event_source == [f"http://{h}:8000=tcp://{h}:5557" for h in hosts]
+    assert args.kv_event_model == "Qwen/Qwen2-7B-Instruct"
     vllm_args = container(engine, "vllm")["args"]
-    if strategy == "kvaware":
-        events = json.loads(vllm_args[vllm_args.index("--kv-events-config") + 1])
-        assert events == {"enable_kv_cache_events": True, "publisher": "zmq", "endpoint": "tcp://*:5557"}
-        ports = {p["name"]: p["containerPort"] for p in container(engine, "vllm")["ports"]}
-        assert ports["kv-events"] == 5557
-    else:
-        assert "--kv-events-config" not in vllm_args
+    events = json.loads(vllm_args[vllm_args.index("--kv-events-config") + 1])
+    assert events == {"enable_kv_cache_events": True, "publisher": "zmq", "endpoint": "tcp://*:5557"}
+    ports = {p["name"]: p["containerPort"] for p in container(engine, "vllm")["ports"]}
+    assert ports["kv-events"] == 5557
+    (service,) = [s for s in find(docs, "Service") if s["metadata"]["name"] == name]
+    assert service["spec"]["clusterIP"] == "None" and service["spec"]["publishNotReadyAddresses"] is True
+    # No pod watch, so no Role and no token.
+    assert not [r for r in find(docs, "Role") if r["metadata"]["name"].endswith("-router")]
+    assert router["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
+
+
+def test_kvaware_passes_a_custom_block_size_to_the_router(tmp_path: Path, parse) -> None:
+    model = yaml.safe_load((CHART / "values.yaml").read_text())["models"][0]
+    model["extraArgs"] = ["--block-size", "32"]
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"routing": {"strategy": "kvaware"}, "models": [model]}))
+    (router,) = component(render_docs(CHART, values=[values]), "Deployment", "router")
+    assert parse(container(router, "router")["args"]).kv_event_block_size == 32
 
 
 def test_discovery_rbac_is_namespaced_and_read_only() -> None:
@@ -126,13 +155,17 @@ def test_static_kvaware_without_event_endpoint_is_refused(tmp_path: Path) -> Non
 
 
 def test_each_model_gets_its_own_router(parse) -> None:
-    docs = render_docs(CHART, values=[CHART / "ci" / "custom-values.yaml"])
+    docs = render_docs(CHART, values=[CHART / "ci" / "custom-values.yaml"])  # kvaware, two models
     routers = component(docs, "Deployment", "router")
     assert [r["metadata"]["name"] for r in routers] == ["llm-small-a-router", "llm-small-b-router"]
-    selectors = [parse(container(r, "router")["args"]).selector for r in routers]
-    assert [s["kv-tiered-inference/model"] for s in selectors] == ["small-a", "small-b"]
-    args = parse(container(routers[0], "router")["args"])
-    assert (args.port, args.prometheus_port, args.service_discovery_port) == (18080, 19000, 18000)
+    parsed = [parse(container(r, "router")["args"]) for r in routers]
+    assert [len(a.worker_urls) for a in parsed] == [2, 1]  # each router names only its model's replicas
+    assert parsed[0].worker_urls[0].startswith("http://llm-small-a-0.llm-small-a.")
+    assert parsed[1].worker_urls[0].startswith("http://llm-small-b-0.llm-small-b.")
+    assert [a.kv_event_model for a in parsed] == ["Qwen/Qwen2-0.5B-Instruct", "Qwen/Qwen2-1.5B-Instruct"]
+    args = parsed[0]
+    assert (args.port, args.prometheus_port) == (18080, 19000)
+    assert args.worker_urls[0].endswith(":18000") and args.kv_event_source[0].endswith(":15557")
     assert args.cache_threshold == 0.5  # router.extraArgs pass through
     hpas = find(docs, "HorizontalPodAutoscaler")
     assert [h["spec"]["scaleTargetRef"]["name"] for h in hpas] == ["llm-small-a-router", "llm-small-b-router"]
