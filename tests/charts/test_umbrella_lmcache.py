@@ -73,6 +73,16 @@ def test_the_checker_catches_an_unknown_key(lmcache) -> None:
     assert len(findings) == 1 and "remote_serdes" in findings[0] and "ConfigMap/x:lmcache.yaml" in findings[0]
 
 
+def test_the_checker_reports_bad_values_and_ignores_the_environment(lmcache, monkeypatch) -> None:
+    bad = lmcache.check_text("chunk_size: lots\n", "x")
+    assert len(bad) == 1 and "chunk_size" in bad[0]
+    # An LMCACHE_* variable in the checking process must not mask a problem in the file.
+    monkeypatch.setenv("LMCACHE_CHUNK_SIZE", "256")
+    assert lmcache.check_text("chunk_size: lots\n", "x") == bad
+    good = lmcache.inspect_text("chunk_size: 512\nlocal_cpu: false\nmax_local_cpu_size: 2\n")
+    assert good.ok and good.values == {"chunk_size": 512, "local_cpu": False, "max_local_cpu_size": 2.0}
+
+
 def test_l1_auto_is_limit_minus_shm_minus_headroom(tmp_path: Path) -> None:
     docs = render_docs(CHART)  # 110Gi limit, 8Gi /dev/shm, 16Gi headroom
     (config_map,) = lmcache_maps(docs)
