@@ -88,6 +88,10 @@ def _prepare(
             present[chart_name(sub)] = sub
     if meta.get("dependencies"):
         meta["dependencies"] = [d for d in meta["dependencies"] if d.get("name") in present]
+        if is_top and overrides.get("version"):
+            # helm-unittest sets the version after resolving dependencies; keep Helm's range check happy
+            for dep in meta["dependencies"]:
+                dep["version"] = overrides["version"]
     meta_path.write_text(goemit.dump(meta))
     for name, sub in present.items():
         sub_overrides = overrides if is_top else {}

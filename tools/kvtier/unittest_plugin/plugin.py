@@ -75,6 +75,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "snapshots": {},
         "ran": {},
         "renderer": None,
+        "last": {},
     }
     if cli_roots and config.args_source == pytest.Config.ArgsSource.TESTPATHS:
         config.args[:] = [str(r) for r in roots]  # the roots alone, not the project's testpaths
@@ -148,8 +149,11 @@ class HelmUnitItem(pytest.Item):
 
     def runtest(self) -> None:
         state = self.config.stash[_STATE]
-        result = job.run_job(self.suite, self.job, _renderer(self.config), _snapshots(state, self))
-        state["ran"].setdefault(_suite_key(self.suite), set()).add(self.job.name)
+        try:
+            result = job.run_job(self.suite, self.job, _renderer(self.config), _snapshots(state, self))
+        finally:
+            state["ran"].setdefault(_suite_key(self.suite), set()).add(self.job.name)
+            _store_if_last(state, self)
         if result.status == "skipped":
             pytest.skip("; ".join(result.lines))
         if result.status == "failed":
@@ -165,16 +169,27 @@ class HelmUnitItem(pytest.Item):
         return self.path, 0, f"{self.suite.chart_route}: {self.suite.name} :: {self.job.name}"
 
 
-def _suite_key(suite: Suite) -> tuple[str, str]:
-    return (str(suite.path), suite.snapshot_id)
+def _suite_key(suite: Suite) -> tuple[str, int]:
+    return (str(suite.path), suite.index)
 
 
 def _snapshots(state: dict[str, Any], item: HelmUnitItem) -> SnapshotFile:
+    """The suite's snapshot cache, read when its first case runs (after the previous suite stored)."""
     key = _suite_key(item.suite)
     if key not in state["snapshots"]:
         update = item.config.getoption("--update-snapshots")
         state["snapshots"][key] = SnapshotFile.for_suite(item.suite.path, item.suite.snapshot_id, update)
     return state["snapshots"][key]
+
+
+def _store_if_last(state: dict[str, Any], item: HelmUnitItem) -> None:
+    """Like helm-unittest, each suite stores its snapshot file when it is done; suites of one file
+    share the file, so the next suite reads what this one wrote."""
+    key = _suite_key(item.suite)
+    if state["last"].get(key) != item.nodeid or key not in state["snapshots"]:
+        return
+    complete = state["ran"].get(key, set()) >= {j.name for j in item.suite.jobs}
+    state["snapshots"].pop(key).store(complete=complete)
 
 
 def _renderer(config: pytest.Config) -> render.Renderer:
@@ -193,6 +208,10 @@ def _renderer(config: pytest.Config) -> render.Renderer:
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Render every distinct request up front, in parallel: helm runs dominate the run time."""
+    state = session.config.stash[_STATE]
+    for item in session.items:
+        if isinstance(item, HelmUnitItem):
+            state["last"][_suite_key(item.suite)] = item.nodeid
     items = [i for i in session.items if isinstance(i, HelmUnitItem) and not i.job.skip_reason]
     if not items:
         return
@@ -241,23 +260,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     report = session.config.getoption("--helm-unittest-report")
     if report:
         _write_report(session, report)
-    totals: dict[tuple[str, str], set[str]] = {}
-    for item in session.items:
-        if isinstance(item, HelmUnitItem):
-            totals.setdefault(_suite_key(item.suite), set()).add(item.job.name)
-    for key, snap in state["snapshots"].items():
-        all_jobs = {j.name for s in _suites_in(key, session) for j in s.jobs}
-        snap.store(complete=state["ran"].get(key, set()) >= all_jobs)
+    for snap in state["snapshots"].values():  # suites cut short (e.g. -x): keep what they produced
+        snap.store(complete=False)
     if state["renderer"] is not None:
         shutil.rmtree(state["renderer"].workdir, ignore_errors=True)
-
-
-def _suites_in(key: tuple[str, str], session: pytest.Session) -> list[Suite]:
-    seen: dict[int, Suite] = {}
-    for item in session.items:
-        if isinstance(item, HelmUnitItem) and _suite_key(item.suite) == key:
-            seen[id(item.suite)] = item.suite
-    return list(seen.values())
 
 
 @pytest.hookimpl(tryfirst=True)
