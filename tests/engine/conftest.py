@@ -1,6 +1,7 @@
 """The real-engine rig for tests/engine/: two vLLM CPU replicas of the tiny generated model.
 
-Started once per session (about a minute on two cores), stopped at the end. Needs .venv-engine
+Started once (about a minute and a half on two busy cores) for the first engine test, stopped after
+the last one, so later test folders do not share the cores with idle engines. Needs .venv-engine
 (toolchain/engine.sh); without it every engine test skips locally and fails under CI.
 """
 
@@ -14,6 +15,9 @@ import pytest
 from kvtier.engine_rig import rig as engine_rig
 from kvtier.engine_rig.errors import RigError
 
+HERE = Path(__file__).parent
+_running: list[engine_rig.EngineRig] = []
+
 
 @pytest.fixture(scope="session")
 def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[engine_rig.EngineRig | str]:
@@ -23,13 +27,20 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[engine_rig.EngineR
     except RigError as error:
         yield str(error)
         return
-    work: Path = tmp_path_factory.mktemp("rig")
-    with engine_rig.EngineRig(work) as running:
+    with engine_rig.EngineRig(tmp_path_factory.mktemp("rig")) as running:
+        _running.append(running)
         yield running
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Stop the engines as soon as the run leaves this folder (stop() is idempotent)."""
+    if _running and (nextitem is None or HERE not in Path(nextitem.fspath).parents):
+        _running.pop().stop()
 
 
 @pytest.fixture
 def engines(rig: engine_rig.EngineRig | str, need) -> engine_rig.EngineRig:
     need(not isinstance(rig, str), f"engine rig unavailable: {rig}")
     assert isinstance(rig, engine_rig.EngineRig)
+    assert rig.started, "the rig was stopped (engine tests must run together)"
     return rig
