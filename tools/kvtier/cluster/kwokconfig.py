@@ -14,6 +14,8 @@ from kvtier import paths
 from kvtier.toolchain import versions
 
 STAGES_FILE = paths.ROOT / "toolchain" / "kwok" / "stages.yaml"
+# Every component binds here. (The API server still advertises the host's own address as the `kubernetes`
+# Service endpoint: it refuses a loopback advertise address. Nothing here dials that endpoint.)
 BIND_ADDRESS = "127.0.0.1"
 COMPONENTS = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok-controller"]
 

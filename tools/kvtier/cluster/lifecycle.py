@@ -19,6 +19,7 @@ from pathlib import Path
 from kvtier.cluster import binaries, kwokconfig, nodes
 from kvtier.cluster.rest import Rest
 from kvtier.errors import UserError
+from kvtier.toolchain import versions
 
 DEFAULT_NAME = "kvtier"
 Progress = Callable[[str], None]
@@ -161,7 +162,7 @@ def status(name: str = DEFAULT_NAME) -> dict[str, object]:
 def _create(
     name: str, tools: dict[str, Path], timeout: float, progress: Progress, runtime_config_extra: str
 ) -> None:
-    progress(f"starting cluster {name!r} (Kubernetes {tools['kube-apiserver'].name}, loopback only)")
+    progress(f"starting cluster {name!r} (Kubernetes {versions()['KUBERNETES_VERSION']}, loopback only)")
     text = kwokconfig.render(tools, binaries.kubernetes_minor(), runtime_config_extra)
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", prefix="kwokctl-") as conf:
         conf.write(text)
@@ -180,22 +181,56 @@ def _create(
             "--timeout",
             f"{int(timeout)}s",
         ]
-        code, output = _kwokctl(args, progress, timeout=timeout + 30, check=False)
+        code, output = _kwokctl(args, progress, timeout=timeout + 30, check=False, abort=lambda: _gone(name))
     if code != 0:
         raise _diagnose(name, f"`kwokctl create cluster` failed (exit {code}):\n{output[-2000:]}")
 
 
 def _diagnose(name: str, what: str) -> UserError:
-    """Name the first component whose log shows it failed, else point at the log folder."""
-    for component in kwokconfig.COMPONENTS:
-        log = log_path(name, component)
-        if log.exists() and any(word in _tail(log).lower() for word in ("fatal", "error", "panic")):
-            return ComponentError(name, component, f"failed to start ({what.splitlines()[0]})")
+    """Name the first component whose process is gone, else point at the log folder."""
+    dead = dead_components(name)
+    if dead:
+        return ComponentError(name, dead[0], "exited while the cluster was starting")
     return UserError(f"{what}\ncomponent logs: {workdir(name) / 'logs'}")
 
 
-def _kwokctl(args: list[str], progress: Progress, timeout: float, check: bool = True) -> tuple[int, str]:
-    """Run kwokctl with its working directory in our cache; stream its lines as progress."""
+def _gone(name: str) -> str:
+    dead = dead_components(name)
+    return f"{', '.join(dead)} exited" if dead else ""
+
+
+def dead_components(name: str) -> list[str]:
+    """Components that were started (have a pid file) but whose process is no longer running."""
+    dead = []
+    for component in kwokconfig.COMPONENTS:
+        pid_file = workdir(name) / "pids" / f"{component}.pid"
+        try:
+            pid = int(pid_file.read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if not Path(f"/proc/{pid}").exists() or _zombie(pid):
+            dead.append(component)
+    return dead
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _kwokctl(
+    args: list[str],
+    progress: Progress,
+    timeout: float,
+    check: bool = True,
+    abort: Callable[[], str] | None = None,
+) -> tuple[int, str]:
+    """Run kwokctl with its working directory in our cache; stream its lines as progress.
+
+    `abort` is polled every second; a non-empty answer (the reason) stops kwokctl early.
+    """
     env = {**os.environ, "KWOK_WORKDIR": str(binaries.cache_dir())}
     command = [str(binaries.path("kwokctl")), *args]
     proc = subprocess.Popen(
@@ -216,12 +251,22 @@ def _kwokctl(args: list[str], progress: Progress, timeout: float, check: bool = 
 
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
-    try:
-        code = proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        code = proc.wait()
-        lines.append(f"(killed after {timeout:.0f}s)\n")
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            code = proc.wait(timeout=1)
+            break
+        except subprocess.TimeoutExpired:
+            reason = (
+                f"timed out after {timeout:.0f}s"
+                if time.monotonic() > deadline
+                else (abort() if abort else "")
+            )
+            if reason:  # kwokctl would keep waiting for a component that is already gone
+                proc.kill()
+                code = proc.wait()
+                lines.append(f"(stopped: {reason})\n")
+                break
     reader.join(timeout=5)
     output = "".join(lines)
     if check and code != 0:
@@ -263,6 +308,8 @@ def _wait(
                 return
         except Exception as error:  # transient API errors while starting
             last_error = f" (last error: {error})".splitlines()[0]
+        if component in dead_components(name):
+            raise ComponentError(name, component, "exited while starting" + last_error)
         if time.monotonic() > deadline:
             raise ComponentError(name, component, what + last_error)
         time.sleep(1)
