@@ -90,3 +90,13 @@ def test_lmcache_checker_finds_an_unknown_key(need) -> None:
     if findings is None:
         need(False, f"LMCache loader not installed: {why}")
     assert findings and any("chunk_sise" in f.message for f in findings)
+
+
+def test_shared_verdicts_still_tell_minors_apart() -> None:
+    """Verdicts are reused across minors only when the schema as the manifest sees it is the same:
+    a PodSpec field added after 1.30 must fail at 1.30 and pass at 1.35 in the same run."""
+    newer = copy.deepcopy(DEPLOYMENT)
+    newer["spec"]["template"]["spec"]["hostnameOverride"] = "engine-0"
+    assert kube.check(DEPLOYMENT, "1.30") == [] and kube.check(DEPLOYMENT, "1.35") == []
+    assert any("hostnameOverride" in e for e in kube.check(newer, "1.30") or [])
+    assert kube.check(newer, "1.35") == []

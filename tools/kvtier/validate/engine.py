@@ -7,6 +7,7 @@ in parallel (all files at once) -> per render: Kubernetes schemas per minor, LMC
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache
@@ -90,6 +91,7 @@ def check_loaded(
 
 @cache
 def _stale_copy_paths() -> tuple[str, ...]:
+    # kvtier.generate is the one definition of "stale"; it re-bundles, so it runs in the warm-up thread
     return tuple(str(p.relative_to(paths.ROOT)) for p in generate.stale() if p.name == "values.schema.json")
 
 
@@ -200,54 +202,61 @@ def _subject(m: dict[str, Any]) -> str:
     return f"{m.get('kind')}/{(m.get('metadata') or {}).get('name')}"
 
 
+def _preload(options: Options) -> None:
+    kube.preload(options.minors)
+    _stale_copy_paths()
+
+
+def _blocked(report: FileReport, problem: str) -> str:
+    """Why a file is not rendered: the chart cannot be prepared, the file is unusable or fails the schema."""
+    if problem or report.fatal:
+        return problem or "unusable input"
+    if any(f.rule.startswith("schema.") and f.rule != "schema.stale-copy" for f in report.findings):
+        return "schema errors (Helm would refuse the values)"
+    return ""
+
+
 def validate(files: list[Path], options: Options) -> list[FileReport]:
+    """Every layer for every file. Renders start first, so Helm runs while the in-process layers do."""
     deployed = None
     if options.kube_context:
         deployed = release_values(
             options.kube_context, options.release, options.namespace, options.kubeconfig
         )
-    reports, loaded = [], []
-    for path in files:
-        report, data = check_values(path, options, deployed)
-        reports.append(report)
-        loaded.append(data)
     if not options.render:
-        return reports
+        return [check_values(path, options, deployed)[0] for path in files]
     problem = render.ensure_dependencies()
     kube_version = f"{options.minors[0]}.0"
     with ThreadPoolExecutor(max_workers=options.jobs) as pool:
-        futures: list[list[Future[render.Render]]] = []
-        for path, report, data in zip(files, reports, loaded, strict=True):
-            blocked = problem or ("unusable input" if data is None else "")
-            blocked = blocked or (
-                "schema errors (Helm would refuse the values)" if report.checks[SCHEMA].status != "ok" else ""
-            )
+        pending: list[list[Future[render.Render]]] = [
+            []
+            if problem
+            else [
+                pool.submit(render.render, path, major, options.release, options.namespace, kube_version)
+                for major in options.helm_majors
+            ]
+            for path in files
+        ]
+        warm = threading.Thread(target=_preload, args=(options,), daemon=True)
+        warm.start()  # load schemas while Helm renders
+        reports = [check_values(path, options, deployed)[0] for path in files]
+        warm.join()
+        for report, futures in zip(reports, pending, strict=True):
+            blocked = _blocked(report, problem)
+            renders = [f.result() for f in futures]  # a blocked file's renders are waited for, then dropped
             if blocked:
                 for major in options.helm_majors:
                     report.skip(f"render helm{major}", blocked)
-                futures.append([])
-                continue
-            futures.append(
-                [
-                    pool.submit(render.render, path, major, options.release, options.namespace, kube_version)
-                    for major in options.helm_majors
-                ]
-            )
-        for report, pending in zip(reports, futures, strict=True):
-            if not pending:
-                if report.fatal is None or not report.fatal:
+                if not report.fatal:
                     check_render(report, [], options)
                 continue
-            renders = [f.result() for f in pending]
             for r in renders:
-                findings = (
+                found = (
                     [Finding(f"render helm{r.major}", "render.error", r.error, report.file)]
                     if r.error
                     else []
                 )
-                report.add(
-                    f"render helm{r.major}", findings, f"{len(r.manifests)} objects" if not r.error else ""
-                )
+                report.add(f"render helm{r.major}", found, "" if r.error else f"{len(r.manifests)} objects")
             check_render(report, renders, options)
     return reports
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
 
 DEFAULT_MINORS = ("1.30", "1.31", "1.32", "1.33", "1.34", "1.35")
 _lock = threading.Lock()
@@ -39,40 +40,77 @@ def _definitions(minor: str) -> dict[str, Any]:
     return json.loads((_dir(minor) / "_definitions.json").read_text())
 
 
+def preload(minors: tuple[str, ...]) -> None:
+    """Parse each minor's definitions ahead of use (called in a thread while Helm renders)."""
+    for minor in minors:
+        with _lock:
+            _registry(minor)
+
+
 def _file_for(api_version: str, kind: str) -> str:
     group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
     return f"{kind.lower()}-{group_version}.json"
 
 
 @cache
-def _schema(minor: str, api_version: str, kind: str) -> tuple[Draft202012Validator, str] | None:
-    """Validator and a digest of everything it can reach, or None for a kind the version lacks."""
+def _registry(minor: str) -> Registry:
+    """The minor's definitions, registered under their own $id (so no lookup ever has to crawl)."""
+    resource = Resource.from_contents(_definitions(minor), default_specification=DRAFT202012)
+    return resource @ Registry()
+
+
+@cache
+def _schema(minor: str, api_version: str, kind: str) -> Draft202012Validator | None:
+    """Validator of a kind at a minor, or None for a kind the version lacks."""
     path = _dir(minor) / _file_for(api_version, kind)
     if not path.is_file():
         return None
-    schema = json.loads(path.read_text())
-    definitions = _definitions(minor)
-    digest = hashlib.sha256(json.dumps(schema, sort_keys=True).encode())
-    seen: set[str] = set()
-    pending = re.findall(r'"_definitions\.json#/definitions/([^"]+)"', json.dumps(schema))
-    while pending:
-        name = pending.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        text = json.dumps(definitions.get("definitions", {}).get(name), sort_keys=True)
-        digest.update(name.encode() + text.encode())
-        pending.extend(re.findall(r'"_definitions\.json#/definitions/([^"]+)"', text))
-    registry = Registry().with_resources(
-        [("_definitions.json", Resource.from_contents(definitions, default_specification=_spec()))]
-    )
-    return Draft202012Validator(schema, registry=registry), digest.hexdigest()
+    return Draft202012Validator(json.loads(path.read_text()), registry=_registry(minor))
 
 
-def _spec() -> Any:
-    from referencing.jsonschema import DRAFT202012
+_STRUCTURE = ("properties", "additionalProperties", "items", "$ref", "description", "readOnly")
 
-    return DRAFT202012
+
+_keywords: dict[
+    int, str
+] = {}  # id(schema node) -> its verdict-relevant keywords as JSON (nodes live forever)
+
+
+def _own(node: dict[str, Any]) -> str:
+    text = _keywords.get(id(node))
+    if text is None:
+        rest = {k: v for k, v in node.items() if k not in _STRUCTURE and not k.startswith("x-kubernetes")}
+        extra = node.get("additionalProperties")
+        text = _keywords[id(node)] = json.dumps(
+            [rest, extra if not isinstance(extra, dict) else {}], sort_keys=True
+        )
+    return text
+
+
+def _projection(node: Any, instance: Any, defs: dict[str, Any], out: list[str], depth: int = 0) -> None:
+    """Append everything of `node` that can decide the verdict for this `instance`: the schema as
+    this manifest sees it (properties it does not use, descriptions and annotations left out).
+    Two minors whose projections are equal give the same verdict, so only one is validated."""
+    if depth > 60 or not isinstance(node, dict):
+        out.append(repr(node))
+        return
+    ref = node.get("$ref")
+    if isinstance(ref, str):
+        name = ref.rpartition("/")[2]
+        out.append(name)
+        _projection(defs.get(name), instance, defs, out, depth + 1)
+    out.append(_own(node))
+    if isinstance(instance, dict):
+        props = node.get("properties") or {}
+        extra = node.get("additionalProperties")
+        for key in sorted(instance):
+            sub = props.get(key, extra)
+            out.append(("p:" if key in props else "x:") + key)
+            if isinstance(sub, dict):
+                _projection(sub, instance[key], defs, out, depth + 1)
+    elif isinstance(instance, list) and isinstance(node.get("items"), dict):
+        for item in instance:
+            _projection(node["items"], item, defs, out, depth + 1)
 
 
 def check(manifest: dict[str, Any], minor: str) -> list[str] | None:
@@ -82,8 +120,13 @@ def check(manifest: dict[str, Any], minor: str) -> list[str] | None:
         found = _schema(minor, api_version, kind)
     if found is None:
         return None
-    validator, digest = found
-    key = (digest, hashlib.sha256(json.dumps(manifest, sort_keys=True, default=str).encode()).hexdigest())
+    validator = found
+    projection: list[str] = []
+    _projection(validator.schema, manifest, _definitions(minor).get("$defs", {}), projection)
+    key = (
+        hashlib.sha256("\n".join(projection).encode()).hexdigest(),
+        hashlib.sha256(json.dumps(manifest, sort_keys=True, default=str).encode()).hexdigest(),
+    )
     if key not in _results:
         errors = []
         for error in validator.iter_errors(manifest):

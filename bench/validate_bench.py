@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Benchmark: `kvtier validate values/` against bare `helm template` of the same renders, in one run.
+
+`kvtier validate` renders every environment with the pinned Helm 3 and Helm 4 and then checks the
+output (Kubernetes schemas for each minor, LMCache, Curvine, policy). The baseline is what those
+renders cost on their own: the same `helm template` commands (same chart, values file, release,
+namespace, kube version), run one after another as a plain CI script would. Both sides are timed as
+fresh processes, wall clock, median of --runs; the chart's dependencies are built before timing.
+
+    .venv/bin/python bench/validate_bench.py [--runs 5] [--values values/]
+
+Prints both times and the ratio (target <= 1.3x). Also shows the baseline run in parallel, for
+comparison with what Helm alone could do with the same parallelism. Exit 0 when the target is met, 1
+when not, 2 when the toolchain is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from kvtier import paths, toolchain
+from kvtier.errors import UserError
+from kvtier.validate import engine, render
+
+TARGET = 1.3
+
+
+def helm_commands(files: list[Path], options: engine.Options) -> list[list[str]]:
+    """The exact `helm template` commands `kvtier validate` runs for these files."""
+    chart = paths.CHARTS / "kv-tiered-inference"
+    return [
+        [
+            str(toolchain.helm(major)),
+            "template",
+            options.release,
+            str(chart),
+            "-f",
+            str(f),
+            "--namespace",
+            options.namespace,
+            "--kube-version",
+            f"{options.minors[0]}.0",
+        ]
+        for f in files
+        for major in options.helm_majors
+    ]
+
+
+def timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def run_all(commands: list[list[str]], jobs: int = 1) -> None:
+    def one(command: list[str]) -> None:
+        subprocess.run(command, check=True, capture_output=True)
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        list(pool.map(one, commands))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--values", default=str(paths.VALUES))
+    args = parser.parse_args()
+    try:
+        files = engine.collect([args.values])
+        options = engine.Options()
+        commands = helm_commands(files, options)
+        problem = render.ensure_dependencies()
+    except UserError as error:
+        print(f"validate_bench: {error}", file=sys.stderr)
+        return 2
+    if problem:
+        print(f"validate_bench: {problem}", file=sys.stderr)
+        return 2
+    validate = [str(Path(sys.executable).parent / "kvtier"), "validate", "--output", "json", args.values]
+    env = {**os.environ, "COLUMNS": "200"}
+    startup = [str(Path(sys.executable).parent / "kvtier"), "--help"]
+    samples: dict[str, list[float]] = {"validate": [], "helm": [], "helm-parallel": [], "startup": []}
+    for _ in range(args.runs):  # interleaved, so load on the shared machine hits every side alike
+        samples["helm"].append(timed(lambda: run_all(commands)))
+        samples["validate"].append(timed(lambda: subprocess.run(validate, capture_output=True, env=env)))
+        samples["helm-parallel"].append(timed(lambda: run_all(commands, options.jobs)))
+        samples["startup"].append(timed(lambda: subprocess.run(startup, capture_output=True, env=env)))
+    median = {k: statistics.median(v) for k, v in samples.items()}
+    ratio = median["validate"] / median["helm"]
+    table = Table(
+        title=f"kvtier validate vs bare helm template ({len(files)} environments x "
+        f"{len(options.helm_majors)} Helm majors = {len(commands)} renders; median of {args.runs})",
+        title_justify="left",
+    )
+    for column in ("what", "median s", "min s", "max s", "vs helm template"):
+        table.add_column(column, justify="right" if column != "what" else "left")
+    rows = (
+        ("helm template, one after another (baseline)", "helm"),
+        (
+            f"kvtier validate values/ (+ k8s {len(options.minors)} minors, LMCache, Curvine, policy)",
+            "validate",
+        ),
+        (f"helm template, {options.jobs} at a time (for comparison)", "helm-parallel"),
+        ("kvtier --help: interpreter + CLI imports, paid by every kvtier run", "startup"),
+    )
+    for label, key in rows:
+        table.add_row(
+            label,
+            f"{median[key]:.2f}",
+            f"{min(samples[key]):.2f}",
+            f"{max(samples[key]):.2f}",
+            f"{median[key] / median['helm']:.2f}x",
+        )
+    Console(width=140).print(table)
+    verdict = "met" if ratio <= TARGET else "MISSED"
+    print(f"ratio validate / helm template: {ratio:.2f}x (target <= {TARGET}x): {verdict}")
+    return 0 if ratio <= TARGET else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
