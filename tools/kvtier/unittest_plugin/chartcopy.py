@@ -14,7 +14,7 @@ import shutil
 import tarfile
 from pathlib import Path
 
-from kvtier.unittest_plugin import goemit, govalues
+from kvtier.unittest_plugin import batchtpl, goemit, govalues
 
 PROBE = "!kvtier-probe.yaml"  # "!" sorts it last, so a real template's error is reported first
 PROBE_KEY = "kvtier-probe"
@@ -73,6 +73,8 @@ def _prepare(
     overrides: dict[str, str],
     release: dict[str, object],
     is_top: bool,
+    batch: bool = False,
+    path: tuple[str, ...] = (),
 ) -> None:
     meta_path = chart_dir / "Chart.yaml"
     meta = govalues.load(meta_path.read_text()) or {}
@@ -95,8 +97,24 @@ def _prepare(
     meta_path.write_text(goemit.dump(meta))
     for name, sub in present.items():
         sub_overrides = overrides if is_top else {}
-        _prepare(sub, f"{route}/charts/{name}", target_route, include, exclude, sub_overrides, release, False)
-    _filter_templates(chart_dir, route, target_route, include, exclude, release)
+        _prepare(
+            sub,
+            f"{route}/charts/{name}",
+            target_route,
+            include,
+            exclude,
+            sub_overrides,
+            release,
+            False,
+            batch,
+            (*path, name),
+        )
+    _filter_templates(
+        chart_dir, route, target_route, include, exclude, release, batch, path
+    )  # path: subchart names
+    if batch and is_top:
+        (chart_dir / "templates").mkdir(exist_ok=True)
+        (chart_dir / "templates" / batchtpl.PARTIAL).write_text(batchtpl.DEFINES)
 
 
 def _filter_templates(
@@ -106,10 +124,14 @@ def _filter_templates(
     include: list[str],
     exclude: list[str],
     release: dict[str, object],
+    batch: bool = False,
+    chart_path: tuple[str, ...] = (),
 ) -> None:
     templates_dir = chart_dir / "templates"
     if not templates_dir.is_dir():
-        return
+        if not batch:
+            return
+        templates_dir.mkdir()
     wanted = [template_pattern(target_route, p) for p in include]
     unwanted = [template_pattern(target_route, p) for p in exclude]
     kept: list[str] = []
@@ -125,7 +147,11 @@ def _filter_templates(
             path.unlink()
     names = " ".join(_go_quote(n) for n in kept)
     fields = " ".join(f"{_go_quote(k)} {_go_literal(v)}" for k, v in release.items())
-    body = _PROBE_BODY % {"key": PROBE_KEY, "names": names, "release": fields}
+    if batch:
+        subcharts = " ".join(_go_quote(p) for p in chart_path)
+        body = batchtpl.PROBE % {"key": PROBE_KEY, "names": names, "release": fields, "path": subcharts}
+    else:
+        body = _PROBE_BODY % {"key": PROBE_KEY, "names": names, "release": fields}
     (templates_dir / PROBE).write_text(body)
 
 
@@ -141,6 +167,7 @@ def prepare_copy(
     exclude: list[str],
     overrides: dict[str, str],
     release: dict[str, object],
+    batch: bool = False,
 ) -> Path:
     """Copy chart_dir under workdir, filtered for one suite; returns the copy's directory.
 
@@ -148,7 +175,15 @@ def prepare_copy(
     the probe: helm-unittest's defaults (RELEASE-NAME, revision 0) are not valid for `helm template`.
     """
     key = repr(
-        (str(chart_dir), target_route, include, exclude, sorted(overrides.items()), sorted(release.items()))
+        (
+            str(chart_dir),
+            target_route,
+            include,
+            exclude,
+            sorted(overrides.items()),
+            sorted(release.items()),
+            batch,
+        )
     )
     dest = workdir / hashlib.sha256(key.encode()).hexdigest()[:16] / chart_dir.name
     if (dest / "Chart.yaml").is_file():
@@ -156,7 +191,7 @@ def prepare_copy(
     tmp = dest.with_name(dest.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(chart_dir, tmp, ignore=shutil.ignore_patterns(".git"))
-    _prepare(tmp, chart_name(tmp), target_route, include, exclude, overrides, release, True)
+    _prepare(tmp, chart_name(tmp), target_route, include, exclude, overrides, release, True, batch)
     tmp.rename(dest)
     return dest
 

@@ -228,3 +228,17 @@ def go_format_float(value: float) -> str:
 
 def load_manifests(text: str) -> list[Any]:
     return load_all(text)
+
+
+class _PlainLoader(_Loader):
+    """Values as Helm reads them back from our own values documents: timestamps stay text."""
+
+
+_PlainLoader.add_constructor(
+    "tag:yaml.org,2002:str", lambda loader, node: node.value if node.style else resolve_plain(node.value)[1]
+)
+_PlainLoader.add_constructor("tag:yaml.org,2002:timestamp", lambda loader, node: node.value)
+
+
+def load_plain(text: str) -> Any:
+    return yaml.load(text, Loader=_PlainLoader)

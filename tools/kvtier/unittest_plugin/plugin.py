@@ -13,7 +13,6 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ import pytest
 from kvtier.unittest_plugin import chartcopy, job, render
 from kvtier.unittest_plugin.snapshot import SnapshotFile
 from kvtier.unittest_plugin.suite import Job, Suite, SuiteError, parse_file
+from kvtier.unittest_plugin.validators import VALIDATORS
 from kvtier.unittest_plugin.values import ValuesError
 
 _STATE = pytest.StashKey[dict[str, Any]]()
@@ -53,6 +53,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         metavar="FILE",
         help="write every case's verdict as JSON (chart route, suite file, suite, it, outcome)",
+    )
+    group.addoption(
+        "--helm-unittest-no-batch",
+        action="store_true",
+        default=False,
+        help="one `helm template` run per distinct test input (no batching of tests that share a chart)",
     )
     group.addoption(
         "--helm-unittest-helm",
@@ -216,15 +222,19 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if not items:
         return
     renderer = _renderer(session.config)
-    requests = set()
+    requests: set[render.RenderRequest] = set()
+    singles: set[render.RenderRequest] = set()  # expected to fail: Helm's own error text is needed
     for item in items:
         try:
-            requests.add(job.render_request(item.suite, item.job))
+            request = job.render_request(item.suite, item.job)
         except ValuesError:
             continue  # reported by the item itself
-    workers = max(1, min(len(requests), os.cpu_count() or 1))
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        list(pool.map(renderer.render, requests))
+        requests.add(request)
+        if not all(VALIDATORS[a.kind][2] for a in item.job.asserts):
+            singles.add(request)
+    if session.config.getoption("--helm-unittest-no-batch"):
+        singles = set(requests)
+    renderer.prefetch(requests, singles, workers=os.cpu_count() or 1)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -277,3 +287,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         caps = item.job.capabilities
         major, minor = caps["majorVersion"] or major, caps["minorVersion"] or minor
         caps["majorVersion"], caps["minorVersion"] = major, minor
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    state = config.stash.get(_STATE, None)
+    renderer = state["renderer"] if state else None
+    if renderer is not None:
+        line = f"helm-unittest plugin: {renderer.runs} helm template runs"
+        if renderer.batch_rejects:
+            line += f", {renderer.batch_rejects} batch(es) rendered one by one after a failed self-check"
+        terminalreporter.write_line(line)

@@ -8,12 +8,16 @@ for the pytest session. On success every kept template's raw output comes from t
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import re
 import subprocess
 import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -57,6 +61,7 @@ class Renderer:
         self._guard = threading.Lock()
         self._copying = threading.Lock()  # chart copies are shared between requests
         self.runs = 0
+        self.batch_rejects = 0  # batches whose self-check failed (rendered one by one instead)
 
     def render(self, req: RenderRequest) -> RenderResult:
         with self._guard:
@@ -67,9 +72,15 @@ class Renderer:
             return self._cache[req]
 
     def _render(self, req: RenderRequest) -> RenderResult:
-        name = req.release_name if _VALID_RELEASE.match(req.release_name) else req.release_name.lower()
-        if not _VALID_RELEASE.match(name):
-            name = "release-name"
+        copy = self._copy(req, batch=False)
+        proc = self._helm(req, copy, self._values_file(req.values_yaml))
+        if proc.returncode != 0:
+            return RenderResult(
+                error=_helm_error(proc.stderr, _release_arg(req.release_name), req.release_name)
+            )
+        return RenderResult(files=_probe_files(proc.stdout))
+
+    def _copy(self, req: RenderRequest, batch: bool) -> Path:
         release = {
             "Name": req.release_name,
             "Namespace": req.namespace,
@@ -78,7 +89,7 @@ class Renderer:
             "IsUpgrade": req.upgrade,
         }
         with self._copying:
-            copy = chartcopy.prepare_copy(
+            return chartcopy.prepare_copy(
                 self.workdir / "charts",
                 req.chart_dir,
                 req.target_route,
@@ -86,23 +97,102 @@ class Renderer:
                 list(req.exclude),
                 dict(req.overrides),
                 release,
+                batch=batch,
             )
-            digest = hashlib.sha256(req.values_yaml.encode()).hexdigest()[:16]
-            values_file = self.workdir / "values" / f"{digest}.yaml"
-            values_file.parent.mkdir(parents=True, exist_ok=True)
-            if not values_file.exists():
-                values_file.write_text(req.values_yaml)
-        cmd = [str(self.helm), "template", name, str(copy), "--namespace", req.namespace]
-        cmd += ["--kube-version", f"v{req.kube_major}.{req.kube_minor}.0", "-f", str(values_file)]
+
+    def _values_file(self, text: str) -> Path:
+        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+        path = self.workdir / "values" / f"{digest}.yaml"
+        with self._copying:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if not path.exists():
+                path.write_text(text)
+        return path
+
+    def _helm(
+        self, req: RenderRequest, copy: Path, values_file: Path, *extra: str
+    ) -> subprocess.CompletedProcess[str]:
+        cmd = [
+            str(self.helm),
+            "template",
+            _release_arg(req.release_name),
+            str(copy),
+            "--namespace",
+            req.namespace,
+        ]
+        cmd += ["--kube-version", f"v{req.kube_major}.{req.kube_minor}.0", "-f", str(values_file), *extra]
         for api in req.api_versions:
             cmd += ["--api-versions", api]
         if req.upgrade:
             cmd.append("--is-upgrade")
         self.runs += 1
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
-        if proc.returncode != 0:
-            return RenderResult(error=_helm_error(proc.stderr, name, req.release_name))
-        return RenderResult(files=_probe_files(proc.stdout))
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+
+    def prefetch(self, requests: set[RenderRequest], singles: set[RenderRequest], workers: int) -> None:
+        """Render everything up front: `singles` one by one, the rest in batches where possible."""
+        from kvtier.unittest_plugin import batch
+
+        groups: dict[RenderRequest, list[RenderRequest]] = {}
+        for req in sorted(requests - singles, key=lambda r: r.values_yaml):
+            groups.setdefault(batch.strip_values(req), []).append(req)
+        tasks: list[Callable[[], object]] = [functools.partial(self.render, r) for r in singles]
+        for members in groups.values():
+            tasks.append(functools.partial(self._batch, members))
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            for future in [pool.submit(t) for t in tasks]:
+                future.result()
+
+    def _batch(self, members: list[RenderRequest]) -> None:
+        from kvtier.unittest_plugin import batch
+
+        if len(members) < 2:
+            self.render(members[0])
+            return
+        copy = self._copy(members[0], batch=True)
+        desc = batch.descriptor(copy)
+        if desc is None:
+            for req in members:
+                self.render(req)
+            return
+        users = batch.members_of(members)
+        by_condition: dict[str, list[int]] = {}
+        for i, user in enumerate(users):
+            by_condition.setdefault(batch.condition_key(user, desc), []).append(i)
+        for indexes in by_condition.values():
+            self._batch_run([members[i] for i in indexes], [users[i] for i in indexes], copy, desc)
+
+    def _batch_run(
+        self, reqs: list[RenderRequest], users: list[dict[str, Any]], copy: Path, desc: Any
+    ) -> None:
+        from kvtier.unittest_plugin import batch
+
+        text = batch.batch_values(users, desc) if len(reqs) > 1 else None
+        proc = (
+            self._helm(reqs[0], copy, self._values_file(text), "--skip-schema-validation") if text else None
+        )
+        if proc is None or proc.returncode != 0:
+            for req in reqs:
+                self.render(req)
+            return
+        files, values = batch.parse(proc.stdout, len(reqs))
+        if not batch.accept(self.render(reqs[0]), files[0]):
+            self.batch_rejects += 1
+            for req in reqs[1:]:
+                self.render(req)
+            return
+        for req, member_files, member_values in zip(reqs[1:], files[1:], values[1:], strict=True):
+            if all(batch.schema_ok(copy, vals, path) for path, vals in member_values.items()):
+                with self._guard:
+                    self._cache.setdefault(req, RenderResult(files=member_files))
+            else:
+                self.render(req)
+
+
+def _release_arg(name: str) -> str:
+    """A name `helm template` accepts; the probe gives templates the real one."""
+    if _VALID_RELEASE.match(name):
+        return name
+    return name.lower() if _VALID_RELEASE.match(name.lower()) else "release-name"
 
 
 def _helm_error(stderr: str, used_name: str, wanted_name: str) -> str:
