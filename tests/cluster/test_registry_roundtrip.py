@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -73,23 +74,19 @@ def test_pulled_umbrella_installs_on_the_control_plane(
     reg.login(USER, PASSWORD)
     pulled = reg.pull(UMBRELLA, version, tmp_path / "pulled")
 
-    release = f"oci{major}"
+    release = f"oci{major}-{uuid.uuid4().hex[:5]}"  # the cluster may be reused: fresh names each run
     namespace = make_namespace(
-        f"registry-roundtrip-h{major}", enforce="privileged"
+        f"registry-roundtrip-{release}", enforce="privileged"
     )  # the CSI node is privileged
     static_pvs(release, f"{release}-curvine", 2)  # the L2 claim's class, `<release>-curvine`
     static_pvs(release, "", 3)  # masters' meta/journal claims (cluster default class: none here)
     install = _helm(major, kube_cluster, "install", release, str(pulled), "-n", namespace, "--timeout", "5m")
     try:
         assert install.returncode == 0, install.stdout + install.stderr
-        status = json.loads(
-            _helm(major, kube_cluster, "status", release, "-n", namespace, "-o", "json").stdout
-        )
-        assert status["info"]["status"] == "deployed"
-        assert (status["chart"]["metadata"]["name"], status["chart"]["metadata"]["version"]) == (
-            UMBRELLA,
-            version,
-        )
+        listed = json.loads(_helm(major, kube_cluster, "list", "-n", namespace, "-o", "json").stdout)
+        assert [(r["name"], r["chart"], r["status"]) for r in listed] == [
+            (release, f"{UMBRELLA}-{version}", "deployed")
+        ]
 
         manifest = _helm(major, kube_cluster, "get", "manifest", release, "-n", namespace).stdout
         objects = [d for d in yaml.safe_load_all(manifest) if d]
