@@ -173,7 +173,7 @@ def test_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert model["kv_bytes_per_token"] == 57_344
     assert model["prompts"][0]["l2_read_ms"] == pytest.approx(55.75, rel=0.05)
     assert "GiB = 2^30" in out["units"]
-    assert len(model["reference_check"]) == len(REFERENCE["speedups"])
+    assert len(model["reference_check"]) == len(REFERENCE.speedups)
 
 
 def test_cli_table_with_values_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -132,7 +132,8 @@ def _helm_lint(chart: Path, values: list[Path], major: int) -> str:
     except subprocess.CalledProcessError as error:
         return f"helm dependency build: {(error.stderr or '').strip()[:300]}"
     problems = []
-    for v in values or [None]:
+    runs: list[Path | None] = list(values) or [None]
+    for v in runs:
         args = ["lint", str(chart)] + (["--values", str(v)] if v else [])
         run = helm.run(args, major=major)
         if run.returncode != 0:

@@ -161,8 +161,8 @@ class Timing:
     request_ms: float
     hit_ms: float
     prefill_tps: float
-    read_gib_s: float = REFERENCE["l2_read_gib_s"]
-    write_gib_s: float = REFERENCE["l2_write_gib_s"]
+    read_gib_s: float = REFERENCE.l2_read_gib_s
+    write_gib_s: float = REFERENCE.l2_write_gib_s
     source: str = "reference"
 
     def read_ms(self, nbytes: float) -> float:
@@ -184,16 +184,16 @@ class Timing:
 
 
 def reference_timing(
-    read_gib_s: float = REFERENCE["l2_read_gib_s"], write_gib_s: float = REFERENCE["l2_write_gib_s"]
+    read_gib_s: float = REFERENCE.l2_read_gib_s, write_gib_s: float = REFERENCE.l2_write_gib_s
 ) -> Timing:
     """The three TTFT terms solved from the reference (Qwen2-7B fp16 on A10G, read at 1.84 GiB/s): cold and
     L2-hit TTFT at 2.5k tokens and 0.99x at 500 tokens. The bandwidths given apply to predictions only."""
     bpt = REFERENCE_BYTES_PER_TOKEN
-    probe = Timing(0, 0, 1, REFERENCE["l2_read_gib_s"], REFERENCE["l2_write_gib_s"])
-    n, cold, hit = REFERENCE["ttft_tokens"], REFERENCE["cold_ttft_ms"], REFERENCE["hit_ttft_ms"]
+    probe = Timing(0, 0, 1, REFERENCE.l2_read_gib_s, REFERENCE.l2_write_gib_s)
+    n, cold, hit = REFERENCE.ttft_tokens, REFERENCE.cold_ttft_ms, REFERENCE.hit_ttft_ms
     fixed = hit - probe.read_ms(n * bpt)  # t_request + t_hit
     short = 500
-    cold_short = REFERENCE["speedups"][short] * (fixed + probe.read_ms(short * bpt))
+    cold_short = REFERENCE.speedups[short] * (fixed + probe.read_ms(short * bpt))
     ms_per_token = (cold - cold_short) / (n - short)
     request = cold - n * ms_per_token
     return Timing(
@@ -278,7 +278,7 @@ def prompt_row(
 def reference_check(timing: Timing, bpt: int, tolerance: float = 0.2) -> list[dict[str, Any]]:
     """Predicted vs measured speedups; rows off by more than `tolerance` say which term is missing."""
     rows: list[dict[str, Any]] = []
-    for tokens, measured in REFERENCE["speedups"].items():
+    for tokens, measured in REFERENCE.speedups.items():
         predicted = timing.cold_ms(tokens) / timing.hit_ms_for(tokens, bpt)
         off = predicted / measured - 1
         row: dict[str, Any] = {"tokens": tokens, "measured": measured, "predicted": predicted, "off": off}
@@ -288,7 +288,7 @@ def reference_check(timing: Timing, bpt: int, tolerance: float = 0.2) -> list[di
                 "length; the reference's drop from 2.7x at 2.5k to 2.2x at 3k needs a term it lacks: "
                 "run-to-run variance (the reference has one sample per length) or a retrieval cost growing "
                 "faster than the bytes read (per-chunk file opens on the shared mount under load)"
-                if tokens > REFERENCE["ttft_tokens"]
+                if tokens > REFERENCE.ttft_tokens
                 else "a per-request term that differs between short and long prompts"
             )
         rows.append(row)

@@ -11,6 +11,7 @@ binary: DESIGN.md section 4).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 # name -> (Hugging Face repo ids that map to it, config.json subset)
@@ -115,15 +116,20 @@ INSTANCE_TYPES: dict[str, tuple[str, int, float, float]] = {
     "ml.p5.48xlarge": ("H100-80GB", 8, 79.65, 2048),
 }
 
-# The reference deployment (DESIGN.md section 1): Qwen2-7B-Instruct fp16, 256-token chunks, A10G nodes.
-REFERENCE = {
-    "model": "qwen2-7b",
-    "l2_write_gib_s": 9.6,  # 0.1028 GiB written in 10.7 ms
-    "l2_read_gib_s": 1.84,  # 0.1028 GiB read across nodes in 55.75 ms
-    "read_tokens": 1925,
-    "read_ms": 55.75,
-    "cold_ttft_ms": 774.0,  # at 2,500 tokens
-    "hit_ttft_ms": 287.0,  # at 2,500 tokens, L2 hit
-    "ttft_tokens": 2500,
-    "speedups": {500: 0.99, 1000: 1.7, 2500: 2.7, 3000: 2.2},
-}
+
+@dataclass(frozen=True)
+class Reference:
+    """The reference deployment (DESIGN.md section 1): Qwen2-7B-Instruct fp16, 256-token chunks, A10G."""
+
+    model: str = "qwen2-7b"
+    l2_write_gib_s: float = 9.6  # 0.1028 GiB written in 10.7 ms
+    l2_read_gib_s: float = 1.84  # 0.1028 GiB read across nodes in 55.75 ms
+    read_tokens: int = 1925
+    read_ms: float = 55.75
+    cold_ttft_ms: float = 774.0  # at 2,500 tokens
+    hit_ttft_ms: float = 287.0  # at 2,500 tokens, L2 hit
+    ttft_tokens: int = 2500
+    speedups: dict[int, float] = field(default_factory=lambda: {500: 0.99, 1000: 1.7, 2500: 2.7, 3000: 2.2})
+
+
+REFERENCE = Reference()

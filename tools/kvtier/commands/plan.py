@@ -36,9 +36,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--l1-gib", type=float, default=0.0, help="L1 per replica (GiB) without a values file")
     p.add_argument("--l2-gib", type=float, default=0.0, help="L2 pool (GiB) without a values file")
-    p.add_argument("--write-gib-s", type=float, default=REFERENCE["l2_write_gib_s"], help="L2 write GiB/s")
+    p.add_argument("--write-gib-s", type=float, default=REFERENCE.l2_write_gib_s, help="L2 write GiB/s")
     p.add_argument(
-        "--read-gib-s", type=float, default=REFERENCE["l2_read_gib_s"], help="L2 cross-node read GiB/s"
+        "--read-gib-s", type=float, default=REFERENCE.l2_read_gib_s, help="L2 cross-node read GiB/s"
     )
     p.add_argument(
         "--cold-ttft-ms", type=float, help="a measured cold TTFT (ms) to derive prefill throughput"
@@ -46,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--cold-ttft-tokens",
         type=int,
-        default=REFERENCE["ttft_tokens"],
+        default=REFERENCE.ttft_tokens,
         help="prompt length of --cold-ttft-ms",
     )
     p.add_argument(

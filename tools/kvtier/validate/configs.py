@@ -8,7 +8,9 @@ in the rendered ConfigMaps and calls them. When a checker is missing the check i
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -40,6 +42,14 @@ def find_files(manifests: list[dict[str, Any]], check: str) -> list[tuple[str, s
                 if match(str(key)) and isinstance(text, str):
                     out.append((f"ConfigMap/{(m.get('metadata') or {}).get('name')}:{key}", text))
     return out
+
+
+def warm() -> None:
+    """Import the checkers (LMCache's loader takes a while) ahead of use; failures surface later."""
+    os.environ.setdefault("LMCACHE_LOG_LEVEL", "ERROR")  # as kvtier.lmcache_config does: no import chatter
+    for module_name in ("lmcache.v1.config", *(c[0] for c in CHECKERS.values())):
+        with contextlib.suppress(Exception):  # run() reports a checker that cannot load
+            importlib.import_module(module_name)
 
 
 def checker(check: str) -> tuple[Callable[..., Any] | None, str]:

@@ -204,6 +204,7 @@ def _subject(m: dict[str, Any]) -> str:
 
 def _preload(options: Options) -> None:
     kube.preload(options.minors)
+    configs.warm()
     _stale_copy_paths()
 
 

@@ -153,6 +153,6 @@ def check(loaded: Loaded, source: Path | None = None) -> list[Finding]:
             f"{detail}; fix the schema source and run `kvtier generate`"
         ) from None
     findings: list[Finding] = []
-    for error in errors:
-        findings.extend(_translate(error, loaded))
+    for each in errors:
+        findings.extend(_translate(each, loaded))
     return sorted(findings, key=lambda f: (f.line or 0, f.column or 0))
