@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import shutil
+import tarfile
 from pathlib import Path
 
 import pytest
 
-from kvtier import package
+from kvtier import helm, package, paths
 from kvtier.errors import UserError
 from kvtier.registry import Registry, is_loopback, tag
+from kvtier.versioning import chart_meta, packaged
 
 
 def _chart(root: Path, name: str, deps: tuple[str, ...] = ()) -> None:
@@ -75,3 +78,28 @@ def test_publish_without_a_registry_is_refused_before_any_work(tmp_path: Path) -
     with pytest.raises(UserError, match="no registry given: pass --registry"):
         package.publish(package.discover(None, tmp_path), None, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("name", ["curvine", "kv-tiered-inference"])
+def test_helmignore_reading_agrees_with_helm_package(name: str, tmp_path: Path, need) -> None:
+    """The bump rule counts exactly the files the pinned Helm puts into the package."""
+    need((paths.TOOLS_BIN / "helm3").exists(), "pinned Helm 3 not built (make tools)")
+    chart = paths.CHARTS / name
+    need((chart / "Chart.yaml").exists(), f"charts/{name} is not written yet")
+    helm.build_dependencies(chart)
+    copy = tmp_path / name
+    shutil.copytree(chart, copy)
+    result = helm.run(["package", str(copy), "--destination", str(tmp_path)])
+    assert result.returncode == 0, result.stderr
+    version = chart_meta(chart)["version"]
+    # The built dependency (charts/, Chart.lock) comes from `helm dependency update`, not from git.
+    built = ("charts/", "Chart.lock")
+    with tarfile.open(tmp_path / f"{name}-{version}.tgz") as archive:
+        in_package = {n.removeprefix(f"{name}/") for n in archive.getnames()}
+    in_package = {f for f in in_package if not f.startswith(built)}
+    patterns = [ln.strip() for ln in (copy / ".helmignore").read_text().splitlines()]
+    patterns = [p for p in patterns if p and not p.startswith("#")]
+    on_disk = {p.relative_to(copy).as_posix() for p in copy.rglob("*") if p.is_file()}
+    on_disk = {f for f in on_disk if not f.startswith(built)}
+    assert {f for f in on_disk if packaged(f, patterns)} == in_package
+    assert on_disk - in_package, "the chart has files Helm leaves out, so the comparison means something"

@@ -40,7 +40,14 @@ def test_semver_rejects_non_versions(bad: str) -> None:
         ("notes.bak", ["*.bak"], False),
         ("sub/deep/file.orig", ["*.orig"], False),
         ("README.md.gotmpl", ["*.gotmpl"], False),
-        ("keep.bak", ["*.bak", "!keep.bak"], True),
+        ("templates/tests/hook.yaml", ["/tests/"], True),
+        ("tests/suite_test.yaml", ["/tests/"], False),
+        ("templates/.hidden.yaml", [], False),
+        ("a/b.txt", ["*.txt"], False),
+        ("a/b.txt", ["/*.txt"], True),
+        ("top.txt", ["/*.txt"], False),
+        ("keep.bak", ["!keep.bak"], True),
+        ("other.yaml", ["!keep.bak"], False),
     ],
 )
 def test_helmignore_patterns(path: str, patterns: list[str], expected: bool) -> None:

@@ -179,26 +179,41 @@ def _ignore_patterns(chart_dir: Path) -> list[str]:
     return [line for line in lines if line and not line.startswith("#")]
 
 
-def packaged(relative: str, patterns: list[str]) -> bool:
-    """Whether a chart-relative path goes into the package under .helmignore-style patterns.
+def _match(rule: str, path: str) -> bool:
+    # Go's filepath.Match: `*` never crosses `/`, so match segment by segment.
+    rule_parts, path_parts = rule.split("/"), path.split("/")
+    return len(rule_parts) == len(path_parts) and all(
+        fnmatch.fnmatchcase(p, r) for r, p in zip(rule_parts, path_parts, strict=True)
+    )
 
-    Covers the forms charts use: `name`, globs, `dir/` and `!negation`; later lines win.
-    """
-    parts = relative.split("/")
-    included = True
-    for raw in patterns:
+
+def _ignored(path: str, is_dir: bool, patterns: list[str]) -> bool:
+    """Helm's .helmignore decision for one path (helm.sh/helm/v3 pkg/ignore, Rules.Ignore)."""
+    for raw in ["templates/.?*", *patterns]:  # Helm always adds the first rule
         negate = raw.startswith("!")
-        pattern = raw[1:] if negate else raw
-        directory = pattern.endswith("/")
-        pattern = pattern.rstrip("/").lstrip("/")
-        candidates = parts[:-1] if directory else parts
-        prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts) - (1 if directory else 0))]
-        hit = any(fnmatch.fnmatch(c, pattern) for c in candidates) or any(
-            fnmatch.fnmatch(p, pattern) for p in prefixes
-        )
-        if hit:
-            included = negate
-    return included
+        rule = raw[1:] if negate else raw
+        must_dir = rule.endswith("/")
+        rule = rule.removesuffix("/")
+        if rule.startswith("/"):
+            hit = _match(rule[1:], path)
+        elif "/" in rule:
+            hit = _match(rule, path)
+        else:
+            hit = fnmatch.fnmatchcase(path.rsplit("/", 1)[-1], rule)  # no slash: the base name only
+        if negate:  # Helm ignores whatever a negated rule does not match
+            if (must_dir and not is_dir) or not hit:
+                return True
+            continue
+        if (not must_dir or is_dir) and hit:
+            return True
+    return False
+
+
+def packaged(relative: str, patterns: list[str]) -> bool:
+    """Whether a chart-relative file goes into `helm package`: no parent directory ignored, nor itself."""
+    parts = relative.split("/")
+    parents = ("/".join(parts[:i]) for i in range(1, len(parts)))
+    return not any(_ignored(d, True, patterns) for d in parents) and not _ignored(relative, False, patterns)
 
 
 def changed_files(chart_dir: Path, base_ref: str) -> list[str]:
