@@ -113,3 +113,21 @@ def test_newer_minors_accept_the_hyperpod_admission_policy(capsys) -> None:
     code, out = _json(["--kube-versions", "1.36-1.37", str(hyperpod[0])], capsys)
     [env] = out["environments"]
     assert code == 0 and not [f for f in env["findings"] if f["rule"] == "k8s.not-served"]
+
+
+def test_unknown_kube_context_is_a_clear_usage_error(tmp_path: Path, capsys) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n")
+    code = main(
+        [
+            "validate",
+            "--no-render",
+            "--kube-context",
+            "nope",
+            "--kubeconfig",
+            str(kubeconfig),
+            str(FIXTURES / "good-minimal.yaml"),
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and "--kube-context nope" in err and "Traceback" not in err

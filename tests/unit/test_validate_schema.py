@@ -113,3 +113,11 @@ def test_real_umbrella_schema_names_a_typo(tmp_path: Path, need) -> None:
 def test_charts_schema_copies_are_current() -> None:
     """Each chart's values.schema.json comes from schema/: a hand edit or a missed generate fails."""
     assert generate.stale() == []
+
+
+def test_bundled_umbrella_schema_is_a_valid_draft_2020_12_schema(need) -> None:
+    """validate skips check_schema at run time (it costs seconds); this is where it is checked."""
+    need((paths.SCHEMA / "kv-tiered-inference.values.schema.json").is_file(), "no umbrella schema yet")
+    from jsonschema import Draft202012Validator
+
+    Draft202012Validator.check_schema(schema_check.validator().schema)

@@ -7,6 +7,7 @@ in parallel (all files at once) -> per render: Kubernetes schemas per minor, LMC
 from __future__ import annotations
 
 import os
+import re
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -113,8 +114,9 @@ def check_render(report: FileReport, renders: list[render.Render], options: Opti
     """Kubernetes schemas, config files and policy over the renders of one file."""
     good = [r for r in renders if not r.error]
     if not good:
+        why = "no render (Helm refused the values)" if renders else "not rendered"
         for check in [*(f"k8s {m}" for m in options.minors), LMCACHE, CURVINE, POLICY]:
-            report.skip(check, "nothing rendered")
+            report.skip(check, why)
         return
     unique: dict[str, dict[str, Any]] = {}
     for r in good:
@@ -208,6 +210,13 @@ def _preload(options: Options) -> None:
     _stale_copy_paths()
 
 
+def _render_finding(r: render.Render, file: str) -> Finding:
+    """Helm's refusal, with the template it came from as the object (`fail` messages are the chart's)."""
+    match = re.match(r"execution error at \(([^)]*)\): (.*)", r.error, flags=re.S)
+    subject, message = (match.group(1), match.group(2)) if match else ("", r.error)
+    return Finding(f"render helm{r.major}", "render.error", message.strip(), file, subject=subject)
+
+
 def _blocked(report: FileReport, problem: str) -> str:
     """Why a file is not rendered: the chart cannot be prepared, the file is unusable or fails the schema."""
     if problem or report.fatal:
@@ -252,11 +261,7 @@ def validate(files: list[Path], options: Options) -> list[FileReport]:
                     check_render(report, [], options)
                 continue
             for r in renders:
-                found = (
-                    [Finding(f"render helm{r.major}", "render.error", r.error, report.file)]
-                    if r.error
-                    else []
-                )
+                found = [_render_finding(r, report.file)] if r.error else []
                 report.add(f"render helm{r.major}", found, "" if r.error else f"{len(r.manifests)} objects")
             check_render(report, renders, options)
     return reports

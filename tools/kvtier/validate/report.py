@@ -55,24 +55,31 @@ def summary(reports: list[FileReport]) -> tuple[Table, list[str]]:
     return table, notes
 
 
-def _grouped(findings: list[Finding]) -> list[tuple[Finding, str]]:
-    """Findings with the same problem at several Kubernetes minors become one row ("k8s 1.30-1.35")."""
+def _family(check: str) -> tuple[str, str]:
+    """("k8s", "1.30") for a per-minor check, ("render", "helm3") for a render; (check, "") otherwise."""
+    for family in ("k8s", "render"):
+        if check.startswith(family + " "):
+            return family, check.removeprefix(family + " ")
+    return check, ""
+
+
+def _grouped(findings: list[Finding]) -> list[tuple[Finding, str, str]]:
+    """The same problem at several Kubernetes minors or Helm majors becomes one row ("k8s 1.30-1.35")."""
     groups: dict[tuple[str, ...], list[Finding]] = {}
     for f in findings:
-        minor = f.check.removeprefix("k8s ") if f.check.startswith("k8s ") else ""
-        key = (
-            f.rule,
-            f.subject,
-            f.path,
-            f.message.replace(minor, "{minor}") if minor else f.message,
-            f.check if not minor else "k8s",
-        )
-        groups.setdefault(key, []).append(f)
+        family, member = _family(f.check)
+        message = f.message.replace(member, "{}") if member else f.message
+        groups.setdefault((f.rule, f.subject, f.path, message, family), []).append(f)
     out = []
     for members in groups.values():
-        checks = [m.check for m in members]
-        label = checks[0] if len(checks) == 1 else f"{checks[0]}-{checks[-1].removeprefix('k8s ')}"
-        out.append((members[0], label))
+        first = members[0]
+        family, member = _family(first.check)
+        if len(members) == 1:
+            out.append((first, first.check, first.message))
+            continue
+        names = [_family(m.check)[1] for m in members]
+        span = f"{names[0]}-{names[-1]}" if family == "k8s" else "/".join(names)
+        out.append((first, f"{family} {span}", first.message.replace(member, span)))
     return out
 
 
@@ -80,13 +87,8 @@ def findings_table(report: FileReport) -> Table:
     table = Table(title=f"{report.file}: {len(report.findings)} finding(s)", title_justify="left")
     for column in ("where", "check", "key / object", "problem", "fix"):
         table.add_column(column, overflow="fold")
-    for f, check in _grouped(report.findings):
+    for f, check, message in _grouped(report.findings):
         where = f"{Path(f.file).name}:{f.line}:{f.column}" if f.line else (f.subject or Path(f.file).name)
-        message = (
-            f.message.replace(f.check.removeprefix("k8s "), check.removeprefix("k8s "))
-            if check != f.check
-            else f.message
-        )
         problem = message + (f"\nexpected: {f.expected}" if f.expected else "")
         table.add_row(
             where,
