@@ -138,7 +138,7 @@ def test_values_drive_tiers() -> None:
     assert label == "qwen"
     assert caps["L1"]["bytes"] == pytest.approx(76 * GIB)  # 100Gi limit - 8Gi /dev/shm - 16Gi headroom
     assert caps["L2"]["bytes"] == pytest.approx(400 * GIB)  # 500 GiB x 80% high watermark
-    expected_l0 = 44.99 * GIB * 0.9 - 2 * GIB - qwen().params * 2
+    expected_l0 = 44.99 * GIB * 0.9 - qwen().params * 2  # GPU memory x utilisation - weights
     assert caps["L0"]["bytes"] == pytest.approx(expected_l0)
 
 
@@ -200,3 +200,13 @@ def test_l2_watermark_as_a_size() -> None:
     values["cache"]["l2"]["eviction"] = {"highWatermark": "400Gi"}  # type: ignore[index]
     [(_, d)] = plan_inputs.deployments(values)
     assert plan.capacities(d)["L2"]["bytes"] == pytest.approx(400 * GIB)
+
+
+def test_activation_reserve_comes_off_l0(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["plan", "--model", "qwen2-7b", "--gpu-memory-gib", "44.99", "--output", "json"]
+    main(base)
+    plain = json.loads(capsys.readouterr().out)["models"][0]
+    main([*base, "--activation-gib", "2"])
+    reserved = json.loads(capsys.readouterr().out)["models"][0]
+    assert plain["tiers"]["L0"]["bytes"] - reserved["tiers"]["L0"]["bytes"] == pytest.approx(2 * GIB)
+    assert any("--activation-gib" in n for n in plain["notes"])

@@ -235,7 +235,8 @@ class Deployment:
     gpus_per_replica: int = 1
     gpu_mem_gib: float = 0.0
     gpu_util: float = 0.9
-    activation_gib: float = 2.0  # per GPU: vLLM's profiled activation peak + CUDA graphs (estimate)
+    # per GPU: vLLM's profiled activation peak and CUDA graphs, which L0 also loses (0 = the plain formula)
+    activation_gib: float = 0.0
     l1_gib: float = 0.0
     l2_gib: float = 0.0
     l2_usable: float = 1.0  # eviction high watermark

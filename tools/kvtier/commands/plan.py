@@ -34,6 +34,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--gpu-memory-gib", type=float, help="memory per GPU (GiB) when the instance type is unknown"
     )
+    p.add_argument(
+        "--activation-gib",
+        type=float,
+        default=0.0,
+        help="GPU memory per GPU vLLM keeps for activations/CUDA graphs, taken off L0 (typically 1-4 GiB)",
+    )
     p.add_argument("--l1-gib", type=float, default=0.0, help="L1 per replica (GiB) without a values file")
     p.add_argument("--l2-gib", type=float, default=0.0, help="L2 pool (GiB) without a values file")
     p.add_argument("--write-gib-s", type=float, default=REFERENCE.l2_write_gib_s, help="L2 write GiB/s")
@@ -124,6 +130,13 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
         ]
     else:
         raise UserError("give a values FILE, --model NAME or --model-config config.json")
+    for _, d in inputs:
+        d.activation_gib = args.activation_gib
+        if not args.activation_gib:
+            d.notes.append(
+                "L0 = GPU memory x utilisation - weights; vLLM also keeps activations and CUDA graphs "
+                "(1-4 GiB per GPU, profiled at start): give --activation-gib to subtract them"
+            )
     if any(n <= 0 for n in args.prompt_tokens):
         raise UserError("--prompt-tokens must be positive")
     out: dict[str, Any] = {"units": "GiB = 2^30 bytes; bandwidth GiB/s; time ms", "models": []}
