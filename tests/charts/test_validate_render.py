@@ -20,6 +20,7 @@ CHECKS = [
     *(f"k8s {m}" for m in kube.DEFAULT_MINORS),
     "LMCache config",
     "Curvine TOML",
+    "cross-pod (rendered)",
     "policy",
 ]
 
@@ -44,7 +45,15 @@ def test_every_environment_passes_every_layer(capsys: pytest.CaptureFixture[str]
     assert code == 0, [f for e in out["environments"] for f in e["findings"] if f.get("severity") == "error"]
     for env in out["environments"]:
         assert list(env["checks"]) == CHECKS, env["file"]
-        for check in ("schema", "rules", "render helm3", "render helm4", "Curvine TOML", "policy"):
+        for check in (
+            "schema",
+            "rules",
+            "render helm3",
+            "render helm4",
+            "Curvine TOML",
+            "cross-pod (rendered)",
+            "policy",
+        ):
             assert env["checks"][check]["status"] == "ok", (env["file"], check, env["checks"][check])
         for minor in kube.DEFAULT_MINORS:
             assert env["checks"][f"k8s {minor}"]["status"] in ("ok", "warning"), (env["file"], minor)

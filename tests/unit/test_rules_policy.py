@@ -71,7 +71,21 @@ def _add(manifest: dict[str, Any]) -> Mutation:
     return lambda manifests: manifests.append(manifest)
 
 
+def _engine(name: str, seed: str | None = "0", dtype: str = "float16") -> dict[str, Any]:
+    engine = copy.deepcopy(DEPLOYMENT)
+    engine["metadata"]["name"] = name
+    c = engine["spec"]["template"]["spec"]["containers"][0]
+    c.update(command=["vllm"], args=["serve", "Qwen/Qwen2-7B-Instruct", "--dtype", dtype])
+    c["env"] = [{"name": "PYTHONHASHSEED", "value": seed}] if seed is not None else []
+    return engine
+
+
 CASES: dict[str, tuple[Mutation, Mutation, str]] = {
+    "crosspod-rendered": (
+        lambda manifests: manifests.extend([_engine("a"), _engine("b")]),
+        lambda manifests: manifests.extend([_engine("a"), _engine("b", seed=None)]),
+        "PYTHONHASHSEED None",
+    ),
     "image-no-latest": (
         _container(image="repo@sha256:" + "a" * 64),
         _container(image="lmcache/vllm-openai:latest"),
@@ -138,6 +152,23 @@ def test_rule_triggers(rule_id: str) -> None:
     assert findings and findings[0].rule == rule_id
     assert CASES[rule_id][2] in findings[0].message
     assert findings[0].subject.startswith(("Deployment/", "Role/"))
+
+
+def test_crosspod_rendered_catches_disagreement() -> None:
+    def run(manifests: list[dict[str, Any]]) -> list[str]:
+        return [
+            f.message
+            for f in rules.run_manifests(ManifestsContext(manifests, "kv"), "f", only=["crosspod-rendered"])
+        ]
+
+    assert any("disagree on PYTHONHASHSEED" in m for m in run([_engine("a"), _engine("b", seed="1")]))
+    assert any(
+        "differs in" in m and "--dtype" in m for m in run([_engine("a"), _engine("b", dtype="bfloat16")])
+    )
+    cm = {"kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"lmcache.yaml": "chunk_size: 256\n"}}
+    other = {"kind": "ConfigMap", "metadata": {"name": "y"}, "data": {"lmcache.yaml": "chunk_size: 512\n"}}
+    assert any("LMCache configs disagree" in m for m in run([cm, other]))
+    assert run([cm, copy.deepcopy(cm)]) == []
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,8 @@ from typing import Any
 
 from kvtier import exitcodes, generate, paths
 from kvtier.errors import UserError
-from kvtier.validate import configs, kube, loader, merge, policy, render, rules, schema_check
+from kvtier.validate import configs, crosspod, kube, loader, merge, policy, render, rules, schema_check
+from kvtier.validate.crosspod import CROSSPOD
 from kvtier.validate.deployed import release_values
 from kvtier.validate.findings import CURVINE, LMCACHE, POLICY, RULES, SCHEMA, UNAVAILABLE, FileReport, Finding
 
@@ -115,7 +116,7 @@ def check_render(report: FileReport, renders: list[render.Render], options: Opti
     good = [r for r in renders if not r.error]
     if not good:
         why = "no render (Helm refused the values)" if renders else "not rendered"
-        for check in [*(f"k8s {m}" for m in options.minors), LMCACHE, CURVINE, POLICY]:
+        for check in [*(f"k8s {m}" for m in options.minors), LMCACHE, CURVINE, CROSSPOD, POLICY]:
             report.skip(check, why)
         return
     unique: dict[str, dict[str, Any]] = {}
@@ -173,6 +174,18 @@ def check_render(report: FileReport, renders: list[render.Render], options: Opti
     levels = {k: v for k, v in levels.items() if k and v} | options.pod_security
     ctx = rules.ManifestsContext(manifests, options.namespace, levels)
     found = rules.run_manifests(ctx, report.file)
+    crosspod_found = [f for f in found if f.check == CROSSPOD]
+    engines = sum(1 for _ in crosspod.engines(ctx))
+    report.add(
+        CROSSPOD,
+        crosspod_found,
+        ""
+        if crosspod_found
+        else f"{engines} engine container(s)"
+        if engines
+        else "no engine pods rendered (hyperpod: the operator renders them)",
+    )
+    found = [f for f in found if f.check != CROSSPOD]
     report.add(POLICY, found, "" if found else _pod_security_summary(manifests, options.namespace, levels))
 
 

@@ -1,0 +1,98 @@
+"""Cross-pod invariants checked on what the chart renders (DESIGN.md section 4).
+
+The values rules check the settings; this checks the result: every engine container gets a fixed
+PYTHONHASHSEED, the same one everywhere; every rendered LMCache config agrees on the keys that name and
+find chunks; and engines serving the same model agree on image, dtype, KV dtype and parallelism.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import yaml
+
+from kvtier.validate import configs
+from kvtier.validate.findings import LMCACHE
+from kvtier.validate.policy import _workloads, containers, subject
+from kvtier.validate.rules import Hit, ManifestsContext, rule
+
+CROSSPOD = "cross-pod (rendered)"
+LMCACHE_SHARED_KEYS = (
+    "chunk_size",
+    "pre_caching_hash_algorithm",
+    "remote_url",
+    "remote_serde",
+    "save_unfull_chunk",
+)
+SAME_MODEL_FLAGS = ("--dtype", "--kv-cache-dtype", "--tensor-parallel-size", "--pipeline-parallel-size")
+
+
+def _env(c: dict[str, Any]) -> dict[str, Any]:
+    return {str(e.get("name")): e.get("value") for e in c.get("env") or [] if isinstance(e, dict)}
+
+
+def _argv(c: dict[str, Any]) -> list[str]:
+    return [str(a) for a in (c.get("command") or []) + (c.get("args") or [])]
+
+
+def engines(ctx: ManifestsContext) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """(manifest, container) of every vLLM engine: `vllm serve` or an LMCache config in its env."""
+    for m, spec in _workloads(ctx):
+        for _, c in containers(spec):
+            argv = _argv(c)
+            serving = any(a.endswith("vllm") for a in argv[:2]) and "serve" in argv
+            if serving or "LMCACHE_CONFIG_FILE" in _env(c):
+                yield m, c
+
+
+def _flag(argv: list[str], flag: str) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg.startswith(flag + "="):
+            return arg.split("=", 1)[1]
+        if arg == flag and i + 1 < len(argv):
+            return argv[i + 1]
+    return None
+
+
+@rule(
+    "crosspod-rendered",
+    scope="manifests",
+    check_name=CROSSPOD,
+    reason="pods share L2 chunks only if seed, chunking, hash, L2 URL/serde and model settings are identical",
+    remedy="set these once in the chart (cache:, models[]) and never per template; re-render",
+)
+def rendered_invariants(ctx: ManifestsContext) -> Iterator[Hit]:
+    seeds: dict[str, str] = {}
+    by_model: dict[str, tuple[str, dict[str, Any]]] = {}
+    for m, c in engines(ctx):
+        who = f"{subject(m)} container {c.get('name')}"
+        seed = _env(c).get("PYTHONHASHSEED")
+        if seed is None or not str(seed).isdigit():
+            yield Hit(f"{who} has PYTHONHASHSEED {seed!r}: hashes differ per process", subject=subject(m))
+        else:
+            seeds[who] = str(seed)
+        argv = _argv(c)
+        model = _flag(argv, "--served-model-name") or (
+            argv[argv.index("serve") + 1] if "serve" in argv[:-1] else ""
+        )
+        facts = {"image": c.get("image"), **{f: _flag(argv, f) for f in SAME_MODEL_FLAGS}}
+        if model in by_model and by_model[model][1] != facts:
+            first, other = by_model[model]
+            diff = {k: (other[k], v) for k, v in facts.items() if other[k] != v}
+            yield Hit(f"{who} serves {model} like {first} but differs in {diff}", subject=subject(m))
+        by_model.setdefault(model, (who, facts))
+    if len(set(seeds.values())) > 1:
+        yield Hit(f"engine containers disagree on PYTHONHASHSEED: {seeds}")
+    rendered: dict[str, dict[str, Any]] = {}
+    for where, text in configs.find_files(ctx.manifests, LMCACHE):
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            yield Hit(f"{where} is not YAML: {error}", subject=where)
+            continue
+        rendered[where] = (
+            {k: (data or {}).get(k) for k in LMCACHE_SHARED_KEYS} if isinstance(data, dict) else {}
+        )
+    if len({repr(v) for v in rendered.values()}) > 1:
+        yield Hit(f"LMCache configs disagree on {', '.join(LMCACHE_SHARED_KEYS)}: {rendered}")
