@@ -99,8 +99,10 @@ def _yamale(chart_yaml: Path) -> str:
     schema_file = ETC / "chart_schema.yaml"
     if not schema_file.is_file():
         return f"skipped: {schema_file} missing ({toolchain.INSTALL_HINT})"
-    import yamale
-
+    try:
+        import yamale
+    except ImportError:
+        return f"yamale is not installed in this Python ({toolchain.INSTALL_HINT})"
     try:
         yamale.validate(yamale.make_schema(str(schema_file)), yamale.make_data(str(chart_yaml)))
     except yamale.YamaleError as error:
@@ -114,8 +116,11 @@ def _yamllint(files: list[Path]) -> str:
     conf_file = ETC / "lintconf.yaml"
     if not conf_file.is_file():
         return f"skipped: {conf_file} missing ({toolchain.INSTALL_HINT})"
-    from yamllint import linter
-    from yamllint.config import YamlLintConfig
+    try:
+        from yamllint import linter
+        from yamllint.config import YamlLintConfig
+    except ImportError:
+        return f"yamllint is not installed in this Python ({toolchain.INSTALL_HINT})"
 
     conf = YamlLintConfig(file=str(conf_file))
     problems = []
