@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kvtier.validate import policy, rules
+from kvtier.validate import podsecurity, rules
 from kvtier.validate.rules import ManifestsContext
 
 CONTAINER = {
@@ -181,7 +181,7 @@ def test_crosspod_rendered_catches_disagreement() -> None:
 )
 def test_required_pod_security_level(change: dict[str, Any], level: str) -> None:
     spec = {**copy.deepcopy(DEPLOYMENT["spec"]["template"]["spec"]), **change}
-    assert policy.required_level(spec)[0] == level
+    assert podsecurity.required_level(spec)[0] == level
 
 
 def test_namespace_without_declared_level_is_not_judged() -> None:

@@ -88,7 +88,7 @@ def test_non_scalar_key(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "name",
-    sorted(p.name for p in FIXTURES.glob("bad-*.yaml") if "schema" not in p.name and "rules" not in p.name),
+    [f"bad-{n}.yaml" for n in ("binary", "duplicate-key", "empty", "malformed", "tab", "top-level-list")],
 )
 def test_cli_exit_2_and_no_traceback(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["validate", "--no-render", str(FIXTURES / name)]) == 2

@@ -6,7 +6,7 @@ import argparse
 
 from kvtier.errors import UserError
 from kvtier.validate import engine, kube, report
-from kvtier.validate.policy import LEVELS
+from kvtier.validate.podsecurity import LEVELS
 
 
 def _minors(text: str) -> tuple[str, ...]:

@@ -14,7 +14,7 @@ import yaml
 
 from kvtier.validate import configs
 from kvtier.validate.findings import LMCACHE
-from kvtier.validate.policy import _workloads, containers, subject
+from kvtier.validate.policy import containers, subject, workloads
 from kvtier.validate.rules import Hit, ManifestsContext, rule
 
 CROSSPOD = "cross-pod (rendered)"
@@ -38,7 +38,7 @@ def _argv(c: dict[str, Any]) -> list[str]:
 
 def engines(ctx: ManifestsContext) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
     """(manifest, container) of every vLLM engine: `vllm serve` or an LMCache config in its env."""
-    for m, spec in _workloads(ctx):
+    for m, spec in workloads(ctx):
         for _, c in containers(spec):
             argv = _argv(c)
             serving = any(a.endswith("vllm") for a in argv[:2]) and "serve" in argv

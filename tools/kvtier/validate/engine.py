@@ -7,7 +7,6 @@ in parallel (all files at once) -> per render: Kubernetes schemas per minor, LMC
 from __future__ import annotations
 
 import os
-import re
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ from typing import Any
 
 from kvtier import exitcodes, generate, paths
 from kvtier.errors import UserError
-from kvtier.validate import configs, crosspod, kube, loader, merge, policy, render, rules, schema_check
+from kvtier.validate import configs, crosspod, kube, loader, merge, podsecurity, render, rules, schema_check
 from kvtier.validate.crosspod import CROSSPOD
 from kvtier.validate.deployed import release_values
 from kvtier.validate.findings import CURVINE, LMCACHE, POLICY, RULES, SCHEMA, UNAVAILABLE, FileReport, Finding
@@ -186,31 +185,9 @@ def check_render(report: FileReport, renders: list[render.Render], options: Opti
         else "no engine pods rendered (hyperpod: the operator renders them)",
     )
     found = [f for f in found if f.check != CROSSPOD]
-    report.add(POLICY, found, "" if found else _pod_security_summary(manifests, options.namespace, levels))
-
-
-def _pod_security_summary(manifests: list[dict[str, Any]], namespace: str, declared: dict[str, str]) -> str:
-    """Which Pod Security level each namespace needs, and why (what a platform team must label)."""
-    needed: dict[str, tuple[str, list[str]]] = {}
-    for m in manifests:
-        spec = policy.pod_spec(m)
-        if spec is None:
-            continue
-        ns = (m.get("metadata") or {}).get("namespace") or namespace
-        level, why = policy.required_level(spec)
-        current = needed.get(ns, ("restricted", []))
-        if policy.LEVELS.index(level) > policy.LEVELS.index(current[0]):
-            needed[ns] = (level, [f"{_subject(m)}: {why[0]}"] if why else [])
-        elif level == current[0] and why:
-            needed[ns] = (level, [*current[1], f"{_subject(m)}: {why[0]}"])
-    parts = []
-    for ns, (level, why) in sorted(needed.items()):
-        state = f"enforces {declared[ns]}" if ns in declared else "level not declared (--pod-security)"
-        parts.append(
-            f"namespace {ns} needs Pod Security {level!r} ({state})"
-            + (f": {'; '.join(why[:3])}" if why else "")
-        )
-    return "; ".join(parts)
+    report.add(
+        POLICY, found, "" if found else podsecurity.pod_security_summary(manifests, options.namespace, levels)
+    )
 
 
 def _subject(m: dict[str, Any]) -> str:
@@ -221,13 +198,6 @@ def _preload(options: Options) -> None:
     kube.preload(options.minors)
     configs.warm()
     _stale_copy_paths()
-
-
-def _render_finding(r: render.Render, file: str) -> Finding:
-    """Helm's refusal, with the template it came from as the object (`fail` messages are the chart's)."""
-    match = re.match(r"execution error at \(([^)]*)\): (.*)", r.error, flags=re.S)
-    subject, message = (match.group(1), match.group(2)) if match else ("", r.error)
-    return Finding(f"render helm{r.major}", "render.error", message.strip(), file, subject=subject)
 
 
 def _blocked(report: FileReport, problem: str) -> str:
@@ -274,7 +244,7 @@ def validate(files: list[Path], options: Options) -> list[FileReport]:
                     check_render(report, [], options)
                 continue
             for r in renders:
-                found = [_render_finding(r, report.file)] if r.error else []
+                found = [render.finding(r, report.file)] if r.error else []
                 report.add(f"render helm{r.major}", found, "" if r.error else f"{len(r.manifests)} objects")
             check_render(report, renders, options)
     return reports

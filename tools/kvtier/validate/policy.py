@@ -11,34 +11,6 @@ from kvtier.validate.rules import Hit, ManifestsContext, rule
 
 WORKLOADS = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob", "Pod"}
 LONG_RUNNING = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet"}
-LEVELS = ("restricted", "baseline", "privileged")
-# Pod Security Standards volume types allowed at `restricted`.
-RESTRICTED_VOLUMES = {
-    "configMap",
-    "csi",
-    "downwardAPI",
-    "emptyDir",
-    "ephemeral",
-    "persistentVolumeClaim",
-    "projected",
-    "secret",
-    "name",
-}
-BASELINE_CAPS = {
-    "AUDIT_WRITE",
-    "CHOWN",
-    "DAC_OVERRIDE",
-    "FOWNER",
-    "FSETID",
-    "KILL",
-    "MKNOD",
-    "NET_BIND_SERVICE",
-    "SETFCAP",
-    "SETGID",
-    "SETPCAP",
-    "SETUID",
-    "SYS_CHROOT",
-}
 _SECRET_ENV = re.compile(r"(TOKEN|PASSWORD|PASSWD|API_KEY|APIKEY|SECRET_KEY|ACCESS_KEY|CLIENT_SECRET)$")
 
 
@@ -63,7 +35,7 @@ def containers(spec: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
             yield field, c
 
 
-def _workloads(ctx: ManifestsContext) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+def workloads(ctx: ManifestsContext) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
     for m in ctx.manifests:
         spec = pod_spec(m)
         if spec is not None:
@@ -78,7 +50,7 @@ def _workloads(ctx: ManifestsContext) -> Iterator[tuple[dict[str, Any], dict[str
     remedy="pin every image to a version tag or a digest",
 )
 def no_latest(ctx: ManifestsContext) -> Iterator[Hit]:
-    for m, spec in _workloads(ctx):
+    for m, spec in workloads(ctx):
         for field, c in containers(spec):
             image = str(c.get("image", ""))
             name = image.split("@")[0].rsplit("/", 1)[-1]
@@ -98,7 +70,7 @@ def no_latest(ctx: ManifestsContext) -> Iterator[Hit]:
     remedy="set resources.requests (cpu, memory) and resources.limits.memory on every container",
 )
 def resources(ctx: ManifestsContext) -> Iterator[Hit]:
-    for m, spec in _workloads(ctx):
+    for m, spec in workloads(ctx):
         for field, c in containers(spec):
             res = c.get("resources") or {}
             missing = [k for k in ("cpu", "memory") if k not in (res.get("requests") or {})]
@@ -119,7 +91,7 @@ def resources(ctx: ManifestsContext) -> Iterator[Hit]:
     remedy="set securityContext.allowPrivilegeEscalation: false and capabilities.drop: [ALL] per container",
 )
 def security_context(ctx: ManifestsContext) -> Iterator[Hit]:
-    for m, spec in _workloads(ctx):
+    for m, spec in workloads(ctx):
         for field, c in containers(spec):
             sc = c.get("securityContext")
             if not isinstance(sc, dict):
@@ -155,7 +127,7 @@ def _served(ctx: ManifestsContext, m: dict[str, Any]) -> bool:
     "Service sends it traffic",
 )
 def probes(ctx: ManifestsContext) -> Iterator[Hit]:
-    for m, spec in _workloads(ctx):
+    for m, spec in workloads(ctx):
         if m.get("kind") not in LONG_RUNNING:
             continue
         served = _served(ctx, m)
@@ -170,70 +142,6 @@ def probes(ctx: ManifestsContext) -> Iterator[Hit]:
                     subject=subject(m),
                     manifest_path=f"spec.containers[{c.get('name')}]",
                 )
-
-
-def required_level(spec: dict[str, Any]) -> tuple[str, list[str]]:
-    """The least Pod Security Standards level the pod meets, and why it needs more than restricted."""
-    baseline, restricted = [], []
-    if spec.get("hostNetwork") or spec.get("hostPID") or spec.get("hostIPC"):
-        baseline.append("host namespaces")
-    for v in spec.get("volumes") or []:
-        if "hostPath" in v:
-            baseline.append(f"hostPath volume {v.get('name')}")
-        elif not set(v) <= RESTRICTED_VOLUMES:
-            restricted.append(f"volume type {sorted(set(v) - RESTRICTED_VOLUMES)}")
-    pod_sc = spec.get("securityContext") or {}
-    for _, c in containers(spec):
-        sc = c.get("securityContext") or {}
-        name = c.get("name")
-        if sc.get("privileged"):
-            baseline.append(f"{name} privileged")
-        added = set((sc.get("capabilities") or {}).get("add") or [])
-        if added - BASELINE_CAPS:
-            baseline.append(f"{name} adds {sorted(added - BASELINE_CAPS)}")
-        if added - {"NET_BIND_SERVICE"}:
-            restricted.append(f"{name} adds capabilities")
-        if any(p.get("hostPort") for p in c.get("ports") or []):
-            baseline.append(f"{name} hostPort")
-        if sc.get("allowPrivilegeEscalation") is not False:
-            restricted.append(f"{name} may escalate privileges")
-        if "ALL" not in ((sc.get("capabilities") or {}).get("drop") or []):
-            restricted.append(f"{name} does not drop ALL capabilities")
-        if not sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot")):
-            restricted.append(f"{name} may run as root")
-        if sc.get("runAsUser", pod_sc.get("runAsUser")) == 0:
-            restricted.append(f"{name} runs as UID 0")
-        seccomp = (sc.get("seccompProfile") or pod_sc.get("seccompProfile") or {}).get("type")
-        if seccomp == "Unconfined":
-            baseline.append(f"{name} seccomp Unconfined")
-        elif seccomp not in ("RuntimeDefault", "Localhost"):
-            restricted.append(f"{name} has no RuntimeDefault seccomp profile")
-    if baseline:
-        return "privileged", baseline
-    return ("baseline", restricted) if restricted else ("restricted", [])
-
-
-@rule(
-    "policy-pod-security",
-    scope="manifests",
-    check_name=POLICY,
-    reason="a pod above its namespace's Pod Security level is rejected at admission (pods never start)",
-    remedy="lower the pod's privileges, or label its namespace pod-security.kubernetes.io/enforce=<level> "
-    "and tell kvtier with --pod-security NAMESPACE=LEVEL",
-)
-def pod_security(ctx: ManifestsContext) -> Iterator[Hit]:
-    for m, spec in _workloads(ctx):
-        namespace = (m.get("metadata") or {}).get("namespace") or ctx.namespace
-        allowed = ctx.pod_security.get(namespace)
-        if allowed is None:
-            continue
-        level, why = required_level(spec)
-        if LEVELS.index(level) > LEVELS.index(allowed):
-            yield Hit(
-                f"needs Pod Security {level!r} but namespace {namespace} enforces {allowed!r}: "
-                f"{'; '.join(why[:4])}",
-                subject=subject(m),
-            )
 
 
 @rule(
@@ -268,7 +176,7 @@ def no_inline_secrets(ctx: ManifestsContext) -> Iterator[Hit]:
             yield Hit(
                 "the chart renders a Secret with data (a secret value came from values)", subject=subject(m)
             )
-    for m, spec in _workloads(ctx):
+    for m, spec in workloads(ctx):
         for field, c in containers(spec):
             for env in c.get("env") or []:
                 if _SECRET_ENV.search(str(env.get("name", ""))) and env.get("value"):

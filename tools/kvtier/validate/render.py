@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from kvtier import helm, paths, toolchain
+from kvtier.validate.findings import Finding
 from kvtier.validate.merge import UMBRELLA
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -84,3 +85,10 @@ def render(
     except yaml.YAMLError as error:
         return Render(major, error=f"Helm rendered invalid YAML: {error}")
     return Render(major, manifests, sources)
+
+
+def finding(r: Render, file: str) -> Finding:
+    """Helm's refusal, with the template it came from as the object (`fail` messages are the chart's)."""
+    match = re.match(r"execution error at \(([^)]*)\): (.*)", r.error, flags=re.S)
+    subject, message = (match.group(1), match.group(2)) if match else ("", r.error)
+    return Finding(f"render helm{r.major}", "render.error", message.strip(), file, subject=subject)

@@ -64,7 +64,7 @@ def rule(rule_id: str, reason: str, remedy: str, scope: str = "values", check_na
 
 def all_rules() -> dict[str, Rule]:
     # importing the rule modules registers their rules
-    from kvtier.validate import crosspod, policy, values_rules  # noqa: F401
+    from kvtier.validate import crosspod, podsecurity, policy, storage_rules, values_rules  # noqa: F401
 
     return REGISTRY
 

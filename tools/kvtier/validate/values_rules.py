@@ -1,8 +1,9 @@
-"""Cross-field rules over the effective values (umbrella values model, DESIGN.md section 10)."""
+"""Cross-field rules over the effective values: cache invariants and models (DESIGN.md sections 4, 10).
+
+The L2 storage and Curvine rules are in storage_rules.py."""
 
 from __future__ import annotations
 
-import posixpath
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -38,10 +39,10 @@ SAME_MODEL_ARGS = (
     "--tensor-parallel-size",
     "--max-model-len",
 )
-INSTANCE_LABEL = "node.kubernetes.io/instance-type"
+INSTANCE_LABEL = "node.kubernetes.io/instance-type"  # how a model selects its instance type (standalone)
 
 
-def _get(tree: Any, *keys: str, default: Any = None) -> Any:
+def lookup(tree: Any, *keys: str, default: Any = None) -> Any:
     for key in keys:
         if not isinstance(tree, dict) or key not in tree:
             return default
@@ -49,7 +50,7 @@ def _get(tree: Any, *keys: str, default: Any = None) -> Any:
     return tree
 
 
-def _models(values: dict[str, Any]) -> Iterator[tuple[int, dict[str, Any]]]:
+def model_entries(values: dict[str, Any]) -> Iterator[tuple[int, dict[str, Any]]]:
     models = values.get("models")
     if isinstance(models, list):
         yield from ((i, m) for i, m in enumerate(models) if isinstance(m, dict))
@@ -81,7 +82,7 @@ def _env_names(env: Any) -> Iterator[tuple[int | str, str]]:
     remedy='set cache.hashSeed to a fixed decimal string such as "0"',
 )
 def hash_seed(ctx: ValuesContext) -> Iterator[Hit]:
-    seed = _get(ctx.values, "cache", "hashSeed")
+    seed = lookup(ctx.values, "cache", "hashSeed")
     if seed is None or str(seed).strip() in ("", "random"):
         yield Hit(
             f"cache.hashSeed is {seed!r}: engine pods would hash prefixes differently", ("cache", "hashSeed")
@@ -96,13 +97,13 @@ def hash_seed(ctx: ValuesContext) -> Iterator[Hit]:
     remedy="set the invariant once under cache: and remove the per-model env var or argument",
 )
 def no_override(ctx: ValuesContext) -> Iterator[Hit]:
-    for key, name in _env_names(_get(ctx.values, "engine", "extraEnv")):
+    for key, name in _env_names(lookup(ctx.values, "engine", "extraEnv")):
         if name in INVARIANT_ENV:
             yield Hit(
                 f"engine.extraEnv sets {name}, which the chart derives from cache:",
                 ("engine", "extraEnv", key),
             )
-    for i, model in _models(ctx.values):
+    for i, model in model_entries(ctx.values):
         for key, name in _env_names(model.get("env")):
             if name in INVARIANT_ENV:
                 yield Hit(
@@ -123,7 +124,7 @@ def no_override(ctx: ValuesContext) -> Iterator[Hit]:
 )
 def same_model(ctx: ValuesContext) -> Iterator[Hit]:
     first: dict[str, tuple[int, dict[str, Any]]] = {}
-    for i, model in _models(ctx.values):
+    for i, model in model_entries(ctx.values):
         name = str(model.get("model", ""))
         if name not in first:
             first[name] = (i, model)
@@ -151,12 +152,12 @@ def same_model(ctx: ValuesContext) -> Iterator[Hit]:
     remedy="keep cache.l1.size <= limits.memory - engine.shmSize - cache.l1.headroom, or use size: auto",
 )
 def l1_fits(ctx: ValuesContext) -> Iterator[Hit]:
-    l1 = _get(ctx.values, "cache", "l1")
+    l1 = lookup(ctx.values, "cache", "l1")
     if not isinstance(l1, dict) or not l1.get("enabled", True):
         return
     size = l1.get("size")
-    for i, model in _models(ctx.values):
-        limit = _get(model, "resources", "limits", "memory")
+    for i, model in model_entries(ctx.values):
+        limit = lookup(model, "resources", "limits", "memory")
         if limit is None:
             yield Hit(
                 f"models[{i}] has no resources.limits.memory, so L1 ({size}) cannot be sized or checked",
@@ -186,7 +187,7 @@ def l1_fits(ctx: ValuesContext) -> Iterator[Hit]:
     remedy="make gpusPerReplica, --tensor-parallel-size and resources nvidia.com/gpu the same number",
 )
 def tp_equals_gpus(ctx: ValuesContext) -> Iterator[Hit]:
-    for i, model in _models(ctx.values):
+    for i, model in model_entries(ctx.values):
         gpus = model.get("gpusPerReplica", 1)
         tp = arg_value(model.get("extraArgs"), "--tensor-parallel-size") or arg_value(
             model.get("extraArgs"), "-tp"
@@ -197,199 +198,12 @@ def tp_equals_gpus(ctx: ValuesContext) -> Iterator[Hit]:
                 ("models", i, "extraArgs"),
             )
         for kind in ("limits", "requests"):
-            declared = _get(model, "resources", kind, "nvidia.com/gpu")
+            declared = lookup(model, "resources", kind, "nvidia.com/gpu")
             if declared is not None and str(declared) != str(gpus):
                 yield Hit(
                     f"models[{i}] resources.{kind}[nvidia.com/gpu] {declared} != gpusPerReplica {gpus}",
                     ("models", i, "resources", kind, "nvidia.com/gpu"),
                 )
-
-
-@rule(
-    "l2-rwx-claim",
-    reason="every engine pod on every node mounts the same L2 volume, which needs ReadWriteMany",
-    remedy="set cache.l2.claim.size (the chart creates an RWX claim) or an existingClaim that is RWX",
-)
-def l2_claim(ctx: ValuesContext) -> Iterator[Hit]:
-    l2 = _get(ctx.values, "cache", "l2")
-    if not isinstance(l2, dict) or not l2.get("enabled"):
-        return
-    claim = l2.get("claim") or {}
-    if not claim.get("existingClaim") and not claim.get("size"):
-        yield Hit(
-            "cache.l2 is enabled but has neither claim.size nor claim.existingClaim", ("cache", "l2", "claim")
-        )
-    modes = claim.get("accessModes")
-    if isinstance(modes, list) and "ReadWriteMany" not in modes:
-        yield Hit(
-            f"cache.l2.claim.accessModes {modes} lacks ReadWriteMany", ("cache", "l2", "claim", "accessModes")
-        )
-    mount = l2.get("mountPath")
-    if not isinstance(mount, str) or not mount.startswith("/"):
-        yield Hit(f"cache.l2.mountPath {mount!r} is not an absolute path", ("cache", "l2", "mountPath"))
-
-
-@rule(
-    "l2-backend",
-    reason="the L2 claim needs a provisioner: this release's Curvine, or an external RWX StorageClass",
-    remedy="enable curvine (curvine.enabled: true) or name an external cache.l2.claim.storageClassName",
-)
-def l2_backend(ctx: ValuesContext) -> Iterator[Hit]:
-    l2 = _get(ctx.values, "cache", "l2")
-    if not isinstance(l2, dict) or not l2.get("enabled"):
-        return
-    claim = l2.get("claim") or {}
-    if claim.get("existingClaim") or claim.get("storageClassName"):
-        return
-    if not _get(ctx.values, "curvine", "enabled", default=False):
-        yield Hit(
-            'cache.l2 uses this release\'s Curvine StorageClass (storageClassName "") but curvine.enabled '
-            "is false",
-            ("curvine", "enabled") if "curvine" in ctx.values else ("cache", "l2", "claim"),
-        )
-    elif _get(ctx.values, "curvine", "storageClass", "enabled") is False:
-        yield Hit(
-            "cache.l2 needs the Curvine StorageClass but curvine.storageClass.enabled is false",
-            ("curvine", "storageClass", "enabled"),
-        )
-
-
-@rule(
-    "curvine-masters-odd",
-    reason="Raft needs a majority: an even master count tolerates no more failures and can split votes",
-    remedy="set curvine.master.replicas to 1, 3 or 5",
-)
-def masters_odd(ctx: ValuesContext) -> Iterator[Hit]:
-    if not _get(ctx.values, "curvine", "enabled", default=False):
-        return
-    replicas = _get(ctx.values, "curvine", "master", "replicas")
-    if isinstance(replicas, int) and replicas % 2 == 0:
-        yield Hit(f"curvine.master.replicas is {replicas}, an even number", ("curvine", "master", "replicas"))
-
-
-@rule(
-    "curvine-masters-unchanged",
-    reason="Curvine masters form a fixed Raft group: changing the count on upgrade breaks the journal",
-    remedy="keep curvine.master.replicas at the deployed count (a new count needs a new install)",
-)
-def masters_unchanged(ctx: ValuesContext) -> Iterator[Hit]:
-    if ctx.deployed is None or not _get(ctx.values, "curvine", "enabled", default=False):
-        return
-    deployed = _get(ctx.deployed, "curvine", "master", "replicas")
-    wanted = _get(ctx.values, "curvine", "master", "replicas")
-    if deployed is not None and deployed != wanted:
-        yield Hit(
-            f"curvine.master.replicas {wanted} differs from the deployed release's {deployed}",
-            ("curvine", "master", "replicas"),
-        )
-
-
-def _model_node_labels(model: dict[str, Any]) -> dict[str, str]:
-    labels = {str(k): str(v) for k, v in (model.get("nodeSelector") or {}).items()}
-    if model.get("instanceType"):
-        labels.setdefault(INSTANCE_LABEL, str(model["instanceType"]))
-    return labels
-
-
-def _tolerates(tolerations: list[Any], wanted: dict[str, Any]) -> bool:
-    for t in tolerations or []:
-        if not isinstance(t, dict):
-            continue
-        if t.get("operator") == "Exists" and not t.get("key"):
-            return True
-        if (
-            t.get("key") == wanted.get("key")
-            and t.get("effect") in (None, "", wanted.get("effect"))
-            and (t.get("operator") == "Exists" or t.get("value") == wanted.get("value"))
-        ):
-            return True
-    return False
-
-
-@rule(
-    "curvine-workers-on-gpu-nodes",
-    reason="L2 writes go to the local worker (worker_policy local): GPU nodes without one write remotely",
-    remedy="make curvine.worker.nodeSelector a subset of each model's node labels and tolerate their taints",
-)
-def workers_on_gpu_nodes(ctx: ValuesContext) -> Iterator[Hit]:
-    if not _get(ctx.values, "curvine", "enabled", default=False) or not _get(
-        ctx.values, "cache", "l2", "enabled"
-    ):
-        return
-    worker = _get(ctx.values, "curvine", "worker", default={}) or {}
-    selector = {str(k): str(v) for k, v in (worker.get("nodeSelector") or {}).items()}
-    for i, model in _models(ctx.values):
-        labels = _model_node_labels(model)
-        for key, value in selector.items():
-            if labels.get(key) != value:
-                yield Hit(
-                    f"curvine workers select {key}={value} but models[{i}] runs on nodes selected by "
-                    f"{labels or 'any label'}: its nodes may have no worker",
-                    ("curvine", "worker", "nodeSelector"),
-                )
-        for t in model.get("tolerations") or []:
-            if isinstance(t, dict) and not _tolerates(worker.get("tolerations") or [], t):
-                yield Hit(
-                    f"models[{i}] tolerates taint {t.get('key')}:{t.get('effect')}; curvine workers do not, "
-                    "so they cannot run on those GPU nodes",
-                    ("curvine", "worker", "tolerations"),
-                )
-
-
-def _paths(tree: Any, at: tuple[str | int, ...]) -> Iterator[tuple[tuple[str | int, ...], str]]:
-    """Every host path in the values: hostPath keys and Curvine worker data dirs."""
-    if isinstance(tree, dict):
-        for key, value in tree.items():
-            child = (*at, key)
-            if key in ("hostPath", "kubeletDir") and isinstance(value, str):
-                yield child, value
-            elif key == "hostPath" and isinstance(value, dict) and isinstance(value.get("path"), str):
-                yield (*child, "path"), value["path"]
-            elif key == "dataDirs" and isinstance(value, list):
-                for j, d in enumerate(value):
-                    if isinstance(d, dict) and isinstance(d.get("path"), str):
-                        yield (*child, j, "path"), d["path"]
-            else:
-                yield from _paths(value, child)
-    elif isinstance(tree, list):
-        for j, item in enumerate(tree):
-            yield from _paths(item, (*at, j))
-
-
-@rule(
-    "hostpath-absolute",
-    reason="a relative hostPath resolves against the kubelet's working directory, not the disk you meant",
-    remedy="write host paths as absolute, normalised paths (e.g. /opt/dlami/nvme/curvine-data)",
-)
-def hostpath_absolute(ctx: ValuesContext) -> Iterator[Hit]:
-    for path, value in _paths(ctx.values, ()):
-        if (
-            not value.startswith("/")
-            or posixpath.normpath(value) != value.rstrip("/")
-            or ".." in value.split("/")
-        ):
-            yield Hit(f"host path {value!r} is not an absolute, normalised path", path)
-
-
-@rule(
-    "curvine-web-ports",
-    reason="Curvine's default web ports changed after v0.4.1 (9000/9001 -> 9001/9002): probes must not guess",
-    remedy="set curvine.master.ports.web and curvine.worker.ports.web explicitly, and differently",
-)
-def web_ports(ctx: ValuesContext) -> Iterator[Hit]:
-    if not _get(ctx.values, "curvine", "enabled", default=False):
-        return
-    master = _get(ctx.values, "curvine", "master", "ports", "web")
-    worker = _get(ctx.values, "curvine", "worker", "ports", "web")
-    for role, port in (("master", master), ("worker", worker)):
-        if not isinstance(port, int) or port <= 0:
-            yield Hit(
-                f"curvine.{role}.ports.web is {port!r}; set it explicitly", ("curvine", role, "ports", "web")
-            )
-    if isinstance(master, int) and master == worker:
-        yield Hit(
-            f"curvine master and worker web ports are both {master}", ("curvine", "worker", "ports", "web")
-        )
 
 
 # keys whose value is the secret itself (not keys that name a Secret object, like existingSecret)

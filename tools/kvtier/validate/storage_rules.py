@@ -1,0 +1,197 @@
+"""Rules for the shared L2: the RWX claim, its provisioner, Curvine masters and workers, host paths, ports."""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterator
+from typing import Any
+
+from kvtier.validate.rules import Hit, ValuesContext, rule
+from kvtier.validate.values_rules import INSTANCE_LABEL, lookup, model_entries
+
+
+@rule(
+    "l2-rwx-claim",
+    reason="every engine pod on every node mounts the same L2 volume, which needs ReadWriteMany",
+    remedy="set cache.l2.claim.size (the chart creates an RWX claim) or an existingClaim that is RWX",
+)
+def l2_claim(ctx: ValuesContext) -> Iterator[Hit]:
+    l2 = lookup(ctx.values, "cache", "l2")
+    if not isinstance(l2, dict) or not l2.get("enabled"):
+        return
+    claim = l2.get("claim") or {}
+    if not claim.get("existingClaim") and not claim.get("size"):
+        yield Hit(
+            "cache.l2 is enabled but has neither claim.size nor claim.existingClaim", ("cache", "l2", "claim")
+        )
+    modes = claim.get("accessModes")
+    if isinstance(modes, list) and "ReadWriteMany" not in modes:
+        yield Hit(
+            f"cache.l2.claim.accessModes {modes} lacks ReadWriteMany", ("cache", "l2", "claim", "accessModes")
+        )
+    mount = l2.get("mountPath")
+    if not isinstance(mount, str) or not mount.startswith("/"):
+        yield Hit(f"cache.l2.mountPath {mount!r} is not an absolute path", ("cache", "l2", "mountPath"))
+
+
+@rule(
+    "l2-backend",
+    reason="the L2 claim needs a provisioner: this release's Curvine, or an external RWX StorageClass",
+    remedy="enable curvine (curvine.enabled: true) or name an external cache.l2.claim.storageClassName",
+)
+def l2_backend(ctx: ValuesContext) -> Iterator[Hit]:
+    l2 = lookup(ctx.values, "cache", "l2")
+    if not isinstance(l2, dict) or not l2.get("enabled"):
+        return
+    claim = l2.get("claim") or {}
+    if claim.get("existingClaim") or claim.get("storageClassName"):
+        return
+    if not lookup(ctx.values, "curvine", "enabled", default=False):
+        yield Hit(
+            'cache.l2 uses this release\'s Curvine StorageClass (storageClassName "") but curvine.enabled '
+            "is false",
+            ("curvine", "enabled") if "curvine" in ctx.values else ("cache", "l2", "claim"),
+        )
+    elif lookup(ctx.values, "curvine", "storageClass", "enabled") is False:
+        yield Hit(
+            "cache.l2 needs the Curvine StorageClass but curvine.storageClass.enabled is false",
+            ("curvine", "storageClass", "enabled"),
+        )
+
+
+@rule(
+    "curvine-masters-odd",
+    reason="Raft needs a majority: an even master count tolerates no more failures and can split votes",
+    remedy="set curvine.master.replicas to 1, 3 or 5",
+)
+def masters_odd(ctx: ValuesContext) -> Iterator[Hit]:
+    if not lookup(ctx.values, "curvine", "enabled", default=False):
+        return
+    replicas = lookup(ctx.values, "curvine", "master", "replicas")
+    if isinstance(replicas, int) and replicas % 2 == 0:
+        yield Hit(f"curvine.master.replicas is {replicas}, an even number", ("curvine", "master", "replicas"))
+
+
+@rule(
+    "curvine-masters-unchanged",
+    reason="Curvine masters form a fixed Raft group: changing the count on upgrade breaks the journal",
+    remedy="keep curvine.master.replicas at the deployed count (a new count needs a new install)",
+)
+def masters_unchanged(ctx: ValuesContext) -> Iterator[Hit]:
+    if ctx.deployed is None or not lookup(ctx.values, "curvine", "enabled", default=False):
+        return
+    deployed = lookup(ctx.deployed, "curvine", "master", "replicas")
+    wanted = lookup(ctx.values, "curvine", "master", "replicas")
+    if deployed is not None and deployed != wanted:
+        yield Hit(
+            f"curvine.master.replicas {wanted} differs from the deployed release's {deployed}",
+            ("curvine", "master", "replicas"),
+        )
+
+
+def _model_node_labels(model: dict[str, Any]) -> dict[str, str]:
+    labels = {str(k): str(v) for k, v in (model.get("nodeSelector") or {}).items()}
+    if model.get("instanceType"):
+        labels.setdefault(INSTANCE_LABEL, str(model["instanceType"]))
+    return labels
+
+
+def _tolerates(tolerations: list[Any], wanted: dict[str, Any]) -> bool:
+    for t in tolerations or []:
+        if not isinstance(t, dict):
+            continue
+        if t.get("operator") == "Exists" and not t.get("key"):
+            return True
+        if (
+            t.get("key") == wanted.get("key")
+            and t.get("effect") in (None, "", wanted.get("effect"))
+            and (t.get("operator") == "Exists" or t.get("value") == wanted.get("value"))
+        ):
+            return True
+    return False
+
+
+@rule(
+    "curvine-workers-on-gpu-nodes",
+    reason="L2 writes go to the local worker (worker_policy local): GPU nodes without one write remotely",
+    remedy="make curvine.worker.nodeSelector a subset of each model's node labels and tolerate their taints",
+)
+def workers_on_gpu_nodes(ctx: ValuesContext) -> Iterator[Hit]:
+    if not lookup(ctx.values, "curvine", "enabled", default=False) or not lookup(
+        ctx.values, "cache", "l2", "enabled"
+    ):
+        return
+    worker = lookup(ctx.values, "curvine", "worker", default={}) or {}
+    selector = {str(k): str(v) for k, v in (worker.get("nodeSelector") or {}).items()}
+    for i, model in model_entries(ctx.values):
+        labels = _model_node_labels(model)
+        for key, value in selector.items():
+            if labels.get(key) != value:
+                yield Hit(
+                    f"curvine workers select {key}={value} but models[{i}] runs on nodes selected by "
+                    f"{labels or 'any label'}: its nodes may have no worker",
+                    ("curvine", "worker", "nodeSelector"),
+                )
+        for t in model.get("tolerations") or []:
+            if isinstance(t, dict) and not _tolerates(worker.get("tolerations") or [], t):
+                yield Hit(
+                    f"models[{i}] tolerates taint {t.get('key')}:{t.get('effect')}; curvine workers do not, "
+                    "so they cannot run on those GPU nodes",
+                    ("curvine", "worker", "tolerations"),
+                )
+
+
+def _paths(tree: Any, at: tuple[str | int, ...]) -> Iterator[tuple[tuple[str | int, ...], str]]:
+    """Every host path in the values: hostPath keys and Curvine worker data dirs."""
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            child = (*at, key)
+            if key in ("hostPath", "kubeletDir") and isinstance(value, str):
+                yield child, value
+            elif key == "hostPath" and isinstance(value, dict) and isinstance(value.get("path"), str):
+                yield (*child, "path"), value["path"]
+            elif key == "dataDirs" and isinstance(value, list):
+                for j, d in enumerate(value):
+                    if isinstance(d, dict) and isinstance(d.get("path"), str):
+                        yield (*child, j, "path"), d["path"]
+            else:
+                yield from _paths(value, child)
+    elif isinstance(tree, list):
+        for j, item in enumerate(tree):
+            yield from _paths(item, (*at, j))
+
+
+@rule(
+    "hostpath-absolute",
+    reason="a relative hostPath resolves against the kubelet's working directory, not the disk you meant",
+    remedy="write host paths as absolute, normalised paths (e.g. /opt/dlami/nvme/curvine-data)",
+)
+def hostpath_absolute(ctx: ValuesContext) -> Iterator[Hit]:
+    for path, value in _paths(ctx.values, ()):
+        if (
+            not value.startswith("/")
+            or posixpath.normpath(value) != value.rstrip("/")
+            or ".." in value.split("/")
+        ):
+            yield Hit(f"host path {value!r} is not an absolute, normalised path", path)
+
+
+@rule(
+    "curvine-web-ports",
+    reason="Curvine's default web ports changed after v0.4.1 (9000/9001 -> 9001/9002): probes must not guess",
+    remedy="set curvine.master.ports.web and curvine.worker.ports.web explicitly, and differently",
+)
+def web_ports(ctx: ValuesContext) -> Iterator[Hit]:
+    if not lookup(ctx.values, "curvine", "enabled", default=False):
+        return
+    master = lookup(ctx.values, "curvine", "master", "ports", "web")
+    worker = lookup(ctx.values, "curvine", "worker", "ports", "web")
+    for role, port in (("master", master), ("worker", worker)):
+        if not isinstance(port, int) or port <= 0:
+            yield Hit(
+                f"curvine.{role}.ports.web is {port!r}; set it explicitly", ("curvine", role, "ports", "web")
+            )
+    if isinstance(master, int) and master == worker:
+        yield Hit(
+            f"curvine master and worker web ports are both {master}", ("curvine", "worker", "ports", "web")
+        )
