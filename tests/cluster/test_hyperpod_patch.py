@@ -10,6 +10,7 @@ operator's LMCache L2 env), written while impersonating the operator's service a
 from __future__ import annotations
 
 import copy
+import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,10 +18,10 @@ from typing import Any
 
 import pytest
 import yaml
-from kubernetes import client
+from kubernetes import config
 
 from kvtier import helm, hyperpod_fields, paths
-from kvtier.cluster import lifecycle
+from kvtier.cluster.rest import ApiException, Rest
 
 CHART = paths.CHARTS / "kv-tiered-inference"
 ENV = paths.VALUES / "hyperpod-g6e-4xlarge.yaml"
@@ -34,6 +35,9 @@ PATCH_ENV = {
     "PYTHONHASHSEED": "0",
 }
 POLICY_WAIT = 60.0  # seconds for the API server's policy informers to pick up a new policy
+# The test cluster is shared with other suites: leave out Curvine's one-per-cluster CSIDriver `curvine`
+# (the patch does not involve the CSI driver; the StorageClass and the L2 claim stay).
+SHARED_CLUSTER = ("--set", "curvine.csi.enabled=false")
 
 
 def operator_deployment(name: str, vllm_index: int = 0) -> dict[str, Any]:
@@ -80,35 +84,60 @@ def operator_deployment(name: str, vllm_index: int = 0) -> dict[str, Any]:
 
 
 class Cluster:
-    """API access as the test's admin and as the operator's service account (impersonated)."""
+    """Plain-JSON API access as the test's admin and as the operator's service account (impersonated)."""
 
-    def __init__(self, kubeconfig: Path) -> None:
+    def __init__(self, kubeconfig: Path, admin: Rest) -> None:
         self.kubeconfig = kubeconfig
-        self.admin = lifecycle.api_client(kubeconfig)
-        self.operator = lifecycle.api_client(kubeconfig)
-        self.operator.set_default_header("Impersonate-User", OPERATOR)
-
-    def apps(self, as_operator: bool = True) -> client.AppsV1Api:
-        return client.AppsV1Api(self.operator if as_operator else self.admin)
+        self.admin = admin
+        impersonating = config.new_client_from_config(config_file=str(kubeconfig))
+        impersonating.set_default_header("Impersonate-User", OPERATOR)
+        self.operator = Rest(impersonating)
 
     def grant_operator(self, namespace: str) -> None:
         """What the real operator's ClusterRole gives it on Deployments, here for one namespace."""
-        rbac = client.RbacAuthorizationV1Api(self.admin)
+        rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}"
         rule = {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "create", "update"]}
-        rbac.create_namespaced_role(namespace, {"metadata": {"name": "fake-operator"}, "rules": [rule]})
+        self.admin.post(f"{rbac}/roles", {"metadata": {"name": "fake-operator"}, "rules": [rule]})
         subject = {"kind": "User", "name": OPERATOR, "apiGroup": "rbac.authorization.k8s.io"}
         role_ref = {"kind": "Role", "name": "fake-operator", "apiGroup": "rbac.authorization.k8s.io"}
         body = {"metadata": {"name": "fake-operator"}, "subjects": [subject], "roleRef": role_ref}
-        rbac.create_namespaced_role_binding(namespace, body)
+        self.admin.post(f"{rbac}/rolebindings", body)
+
+    def create(self, namespace: str, body: dict[str, Any], as_operator: bool = True, dry_run: bool = False):
+        """POST a Deployment; returns what the API server stored (or would store, for a dry run)."""
+        api = self.operator if as_operator else self.admin
+        query = {"dryRun": "All"} if dry_run else None
+        path = f"/apis/apps/v1/namespaces/{namespace}/deployments"
+        return api.request("POST", path, copy.deepcopy(body), query=query)
+
+    def replace(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        """A re-render as a controller-runtime operator writes it: the current object with its spec (and
+        labels) set to the rendering, PUT at the current resourceVersion. The Deployment controller keeps
+        writing status, so a conflict is retried on the fresh object."""
+        name = body["metadata"]["name"]
+        path = f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}"
+        for _ in range(10):
+            sent = self.read(namespace, name)
+            sent["spec"] = copy.deepcopy(body["spec"])
+            sent["metadata"]["labels"] = copy.deepcopy(body["metadata"].get("labels", {}))
+            try:
+                return self.operator.put(path, sent)
+            except ApiException as error:
+                if error.status != 409:
+                    raise
+        raise AssertionError(f"{name}: still conflicting after 10 tries")
+
+    def read(self, namespace: str, name: str) -> dict[str, Any]:
+        return self.admin.get(f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}")
 
 
 @pytest.fixture
-def cluster(kube_cluster: Path, hyperpod_crds: list[str], need) -> Cluster:
+def cluster(kube_cluster: Path, kube_rest: Rest, hyperpod_crds: list[str], need) -> Cluster:
     need((paths.TOOLS_BIN / "helm3").exists(), "pinned Helm 3 not built (make tools)")
     need((CHART / "Chart.yaml").exists(), "umbrella chart charts/kv-tiered-inference not present yet")
     assert hyperpod_fields.CRD_NAME in hyperpod_crds
     helm.build_dependencies(CHART)
-    return Cluster(kube_cluster)
+    return Cluster(kube_cluster, kube_rest)
 
 
 @pytest.fixture
@@ -118,98 +147,90 @@ def install(cluster: Cluster) -> Iterator[Callable[..., str]]:
     releases: list[str] = []
 
     def run(namespace: str, *args: str) -> str:
-        base = ["--kubeconfig", str(cluster.kubeconfig), "-n", namespace]
-        result = helm.run(["install", "kv", str(CHART), *base, "-f", str(ENV), *args], timeout=240)
+        base = ["--kubeconfig", str(cluster.kubeconfig), "-n", namespace, *SHARED_CLUSTER]
+        # Release = namespace: its cluster-scoped objects (policy, StorageClass) get names of their own.
+        result = helm.run(["install", namespace, str(CHART), *base, "-f", str(ENV), *args], timeout=240)
         assert result.returncode == 0, result.stdout + result.stderr
         releases.append(namespace)
         return namespace
 
     yield run
     for namespace in releases:
-        helm.run(["uninstall", "kv", "--kubeconfig", str(cluster.kubeconfig), "-n", namespace], timeout=120)
+        uninstall = ["uninstall", namespace, "--kubeconfig", str(cluster.kubeconfig), "-n", namespace]
+        helm.run(uninstall, timeout=120)
 
 
-def vllm_container(deployment: Any, name: str = ENDPOINT) -> Any:
-    (container,) = [c for c in deployment.spec.template.spec.containers if c.name == name]
-    return container
+def container(deployment: dict[str, Any], name: str = ENDPOINT) -> dict[str, Any]:
+    (found,) = [c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == name]
+    return found
 
 
-def env_of(container: Any) -> dict[str, Any]:
-    names = [e.name for e in container.env or []]
+def env_of(found: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    names = [e["name"] for e in found.get("env", [])]
     assert len(names) == len(set(names)), f"duplicate env names: {names}"
-    return {e.name: e for e in container.env or []}
+    return {e["name"]: e for e in found.get("env", [])}
 
 
-def is_patched(deployment: Any) -> bool:
-    env = env_of(vllm_container(deployment))
-    return "LMCACHE_REMOTE_URL" in env and env["LMCACHE_REMOTE_URL"].value == PATCH_ENV["LMCACHE_REMOTE_URL"]
+def is_patched(deployment: dict[str, Any]) -> bool:
+    url = env_of(container(deployment)).get("LMCACHE_REMOTE_URL", {}).get("value")
+    return url == PATCH_ENV["LMCACHE_REMOTE_URL"]
 
 
 def wait_for_policy(cluster: Cluster, namespace: str) -> None:
     """Dry-run the operator's create until the new policy is in force (its informers lag the install)."""
     deadline = time.monotonic() + POLICY_WAIT
-    while True:
-        probe = cluster.apps().create_namespaced_deployment(
-            namespace, operator_deployment(ENDPOINT), dry_run="All"
-        )
-        if is_patched(probe):
-            return
+    while not is_patched(cluster.create(namespace, operator_deployment(ENDPOINT), dry_run=True)):
         assert time.monotonic() < deadline, f"the L2 patch was not in force after {POLICY_WAIT:.0f}s"
         time.sleep(1)
 
 
-def assert_fully_patched(deployment: Any, claim: str = "kv-l2cache") -> None:
-    spec = deployment.spec.template.spec
-    volumes = [v for v in spec.volumes if v.name == "kvtier-l2cache"]
-    assert len(volumes) == 1 and volumes[0].persistent_volume_claim.claim_name == claim
-    assert {v.name for v in spec.volumes} == {"model-weights", "kvtier-l2cache"}
-    vllm = vllm_container(deployment)
-    mounts = {(m.name, m.mount_path) for m in vllm.volume_mounts}
+def assert_fully_patched(deployment: dict[str, Any]) -> None:
+    claim = f"{deployment['metadata']['namespace']}-l2cache"  # <release>-l2cache, release = namespace
+    pod = deployment["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert sorted(volumes) == ["kvtier-l2cache", "model-weights"]
+    assert volumes["kvtier-l2cache"]["persistentVolumeClaim"] == {"claimName": claim}
+    vllm = container(deployment)
+    mounts = {(m["name"], m["mountPath"]) for m in vllm["volumeMounts"]}
     assert mounts == {("model-weights", "/opt/ml/model"), ("kvtier-l2cache", MOUNT)}
     env = env_of(vllm)
-    assert {k: env[k].value for k in PATCH_ENV} == PATCH_ENV
+    assert {k: env[k].get("value") for k in PATCH_ENV} == PATCH_ENV
     assert "LMCACHE_EXTRA_CONFIG" not in env, "the operator's HyperPod L2 settings must be gone"
     # Everything else the operator set is kept.
-    assert env["NODE_IP"].value_from.field_ref.field_path == "status.hostIP"
-    assert env["LMCACHE_LOCAL_CPU"].value == "True"
+    assert env["NODE_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.hostIP"
+    assert env["LMCACHE_LOCAL_CPU"]["value"] == "True"
     # Sidecars are not the vLLM container: untouched, including their own env.
-    proxy = vllm_container(deployment, "proxy")
-    assert [(e.name, e.value) for e in proxy.env] == [("LMCACHE_EXTRA_CONFIG", "x")]
-    assert not proxy.volume_mounts
+    proxy = container(deployment, "proxy")
+    assert proxy["env"] == [{"name": "LMCACHE_EXTRA_CONFIG", "value": "x"}]
+    assert "volumeMounts" not in proxy
 
 
-def assert_untouched(deployment: Any, sent: dict[str, Any], name: str) -> None:
-    spec = deployment.spec.template.spec
-    assert [v.name for v in spec.volumes] == ["model-weights"]
-    vllm = vllm_container(deployment, name)
+def assert_untouched(deployment: dict[str, Any], sent: dict[str, Any], name: str) -> None:
+    pod = deployment["spec"]["template"]["spec"]
+    assert [v["name"] for v in pod["volumes"]] == ["model-weights"]
     sent_vllm = next(c for c in sent["spec"]["template"]["spec"]["containers"] if c["name"] == name)
-    assert [(e.name, e.value) for e in vllm.env] == [(e["name"], e.get("value")) for e in sent_vllm["env"]]
-    assert [m.mount_path for m in vllm.volume_mounts] == ["/opt/ml/model"]
+    assert container(deployment, name)["env"] == sent_vllm["env"]
+    assert container(deployment, name)["volumeMounts"] == sent_vllm["volumeMounts"]
 
 
 def test_endpoint_objects_accepted_strictly_by_the_operator_crd(cluster: Cluster, make_namespace) -> None:
     """Rendered endpoints against the real CRD on the API server, unknown fields refused."""
     namespace = make_namespace("hp-crd", enforce="privileged")
-    args = ["template", "kv", str(CHART), "-n", namespace, "-f", str(ENV)]
-    result = helm.run([*args, "--set", "hyperpod.patch.apiVersion=admissionregistration.k8s.io/v1"])
+    result = helm.run(["template", namespace, str(CHART), "-n", namespace, "-f", str(ENV)])
     assert result.returncode == 0, result.stderr
     endpoints = [d for d in yaml.safe_load_all(result.stdout) if d and d["kind"] == hyperpod_fields.KIND]
-    assert endpoints
-    custom = client.CustomObjectsApi(cluster.admin)
+    assert [e["metadata"]["name"] for e in endpoints] == [ENDPOINT]
     plural = hyperpod_fields.CRD_NAME.split(".")[0]
+    path = f"/apis/{hyperpod_fields.GROUP}/{hyperpod_fields.VERSION}/namespaces/{namespace}/{plural}"
+    strict = {"dryRun": "All", "fieldValidation": "Strict"}
     for endpoint in endpoints:
-        custom.create_namespaced_custom_object(
-            hyperpod_fields.GROUP, hyperpod_fields.VERSION, namespace, plural, endpoint,
-            dry_run="All", field_validation="Strict",
-        )  # fmt: skip
+        stored = cluster.admin.request("POST", path, endpoint, query=strict)
+        assert stored["spec"]["kvCacheSpec"]["l2CacheSpec"]["l2CacheBackend"] == "tieredstorage"
     broken = copy.deepcopy(endpoints[0])
     broken["spec"]["worker"]["volumeMounts"] = [{"name": "l2", "mountPath": MOUNT}]
-    with pytest.raises(client.ApiException) as refused:
-        custom.create_namespaced_custom_object(
-            hyperpod_fields.GROUP, hyperpod_fields.VERSION, namespace, plural, broken,
-            dry_run="All", field_validation="Strict",
-        )  # fmt: skip
-    assert 'unknown field "spec.worker.volumeMounts"' in refused.value.body
+    with pytest.raises(ApiException) as refused:
+        cluster.admin.request("POST", path, broken, query=strict)
+    assert 'unknown field "spec.worker.volumeMounts"' in json.loads(refused.value.body)["message"]
 
 
 @pytest.mark.parametrize(
@@ -220,47 +241,46 @@ def test_endpoint_objects_accepted_strictly_by_the_operator_crd(cluster: Cluster
 def test_operator_deployment_gets_the_full_patch_idempotently(
     cluster: Cluster, make_namespace, install, api_version: str
 ) -> None:
+    suffix = api_version.rsplit("/", 1)[-1] or "auto"
     namespace = install(
-        make_namespace(f"hp-patch-{api_version.rsplit('/', 1)[-1] or 'auto'}", enforce="privileged"),
+        make_namespace(f"hp-patch-{suffix}", enforce="privileged"),
         "--set",
         f"hyperpod.patch.apiVersion={api_version}",
     )
-    custom = client.CustomObjectsApi(cluster.admin)
+    served = api_version or "admissionregistration.k8s.io/v1"  # the newest this cluster serves
+    name = f"{namespace}-{namespace}-hyperpod-l2"  # <namespace>-<release>-hyperpod-l2
+    policy = cluster.admin.get(f"/apis/{served}/mutatingadmissionpolicies/{name}")
+    assert policy["spec"]["failurePolicy"] == "Fail"
     plural = hyperpod_fields.CRD_NAME.split(".")[0]
-    stored = custom.get_namespaced_custom_object(
-        hyperpod_fields.GROUP, hyperpod_fields.VERSION, namespace, plural, ENDPOINT
-    )
-    assert stored["spec"]["kvCacheSpec"]["enableL2Cache"] is True
+    path = f"/apis/{hyperpod_fields.GROUP}/{hyperpod_fields.VERSION}/namespaces/{namespace}/{plural}"
+    assert cluster.admin.get(f"{path}/{ENDPOINT}")["spec"]["kvCacheSpec"]["enableL2Cache"] is True
     cluster.grant_operator(namespace)
     wait_for_policy(cluster, namespace)
-    apps = cluster.apps()
 
     rendered = operator_deployment(ENDPOINT)
-    created = apps.create_namespaced_deployment(namespace, copy.deepcopy(rendered))
-    first = apps.read_namespaced_deployment(ENDPOINT, namespace)
+    created = cluster.create(namespace, rendered)
+    first = cluster.read(namespace, ENDPOINT)
     assert_fully_patched(first)
-    assert created.spec.template.spec.to_dict() == first.spec.template.spec.to_dict()
+    assert created["spec"] == first["spec"]
 
     # The operator re-renders the same object (reconcile): the stored object does not change.
     again = copy.deepcopy(rendered)
-    again["metadata"]["resourceVersion"] = first.metadata.resource_version
-    apps.replace_namespaced_deployment(ENDPOINT, namespace, again)
-    second = apps.read_namespaced_deployment(ENDPOINT, namespace)
-    assert second.spec.to_dict() == first.spec.to_dict()
-    assert second.metadata.generation == first.metadata.generation, "a no-op re-render must not roll pods"
+    cluster.replace(namespace, again)
+    second = cluster.read(namespace, ENDPOINT)
+    assert second["spec"] == first["spec"]
+    assert second["metadata"]["generation"] == first["metadata"]["generation"], "a no-op must not roll pods"
 
     # Writing back the already-patched object is a no-op too (nothing appended twice).
-    apps.replace_namespaced_deployment(ENDPOINT, namespace, second)
-    third = apps.read_namespaced_deployment(ENDPOINT, namespace)
-    assert third.spec.to_dict() == first.spec.to_dict()
+    cluster.replace(namespace, second)
+    third = cluster.read(namespace, ENDPOINT)
+    assert third["spec"] == first["spec"]
 
     # A real re-render (e.g. a new image after a CR change) drops the patch; the API server puts it back.
     changed = copy.deepcopy(rendered)
-    changed["metadata"]["resourceVersion"] = third.metadata.resource_version
-    changed["spec"]["template"]["spec"]["containers"][0]["image"] = "lmcache/vllm-openai:v0.3.8"
-    apps.replace_namespaced_deployment(ENDPOINT, namespace, changed)
-    fourth = apps.read_namespaced_deployment(ENDPOINT, namespace)
-    assert vllm_container(fourth).image == "lmcache/vllm-openai:v0.3.8"
+    container(changed)["image"] = "lmcache/vllm-openai:v0.5.6"
+    cluster.replace(namespace, changed)
+    fourth = cluster.read(namespace, ENDPOINT)
+    assert container(fourth)["image"] == "lmcache/vllm-openai:v0.5.6"
     assert_fully_patched(fourth)
 
 
@@ -268,10 +288,9 @@ def test_vllm_container_found_by_name_not_position(cluster: Cluster, make_namesp
     namespace = install(make_namespace("hp-patch-order", enforce="privileged"))
     cluster.grant_operator(namespace)
     wait_for_policy(cluster, namespace)
-    apps = cluster.apps()
-    apps.create_namespaced_deployment(namespace, operator_deployment(ENDPOINT, vllm_index=1))
-    stored = apps.read_namespaced_deployment(ENDPOINT, namespace)
-    assert stored.spec.template.spec.containers[1].name == ENDPOINT
+    cluster.create(namespace, operator_deployment(ENDPOINT, vllm_index=1))
+    stored = cluster.read(namespace, ENDPOINT)
+    assert stored["spec"]["template"]["spec"]["containers"][1]["name"] == ENDPOINT
     assert_fully_patched(stored)
 
 
@@ -284,26 +303,21 @@ def test_deployments_outside_the_match_are_unchanged(cluster: Cluster, make_name
 
     # Not an endpoint of this release, though written by the operator with its usual shape.
     other = operator_deployment("other-model")
-    cluster.apps().create_namespaced_deployment(namespace, copy.deepcopy(other))
-    assert_untouched(
-        cluster.apps().read_namespaced_deployment("other-model", namespace), other, "other-model"
-    )
+    cluster.create(namespace, other)
+    assert_untouched(cluster.read(namespace, "other-model"), other, "other-model")
 
     # This release's endpoint name, but in another namespace.
     same_name = operator_deployment(ENDPOINT)
-    cluster.apps().create_namespaced_deployment(elsewhere, copy.deepcopy(same_name))
-    assert_untouched(cluster.apps().read_namespaced_deployment(ENDPOINT, elsewhere), same_name, ENDPOINT)
+    cluster.create(elsewhere, same_name)
+    assert_untouched(cluster.read(elsewhere, ENDPOINT), same_name, ENDPOINT)
 
     # The right name and namespace but without the operator's pod label.
     unlabelled = operator_deployment(ENDPOINT)
     other_labels = {"app.kubernetes.io/name": ENDPOINT}
     unlabelled["spec"]["selector"]["matchLabels"] = other_labels
     unlabelled["spec"]["template"]["metadata"]["labels"] = other_labels
-    probe = cluster.apps().create_namespaced_deployment(namespace, copy.deepcopy(unlabelled), dry_run="All")
-    assert_untouched(probe, unlabelled, ENDPOINT)
+    assert_untouched(cluster.create(namespace, unlabelled, dry_run=True), unlabelled, ENDPOINT)
 
     # The right object, written by someone other than the operator (here the test's admin).
-    by_admin = cluster.apps(as_operator=False).create_namespaced_deployment(
-        namespace, operator_deployment(ENDPOINT), dry_run="All"
-    )
+    by_admin = cluster.create(namespace, operator_deployment(ENDPOINT), as_operator=False, dry_run=True)
     assert_untouched(by_admin, operator_deployment(ENDPOINT), ENDPOINT)
