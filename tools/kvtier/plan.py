@@ -81,6 +81,13 @@ class ModelSpec:
             return self.layers * self.mla_dim * kv_dtype_bytes
         return 2 * self.layers * self.kv_heads * self.head_dim * kv_dtype_bytes
 
+    def kv_formula(self, kv_dtype_bytes: int) -> str:
+        """How kv_bytes_per_token is made up, for people to check."""
+        if self.mla_dim:
+            return f"{self.layers} layers x {self.mla_dim} latent x {kv_dtype_bytes} B (MLA)"
+        dims = f"{self.layers} layers x {self.kv_heads} KV heads x {self.head_dim} dim"
+        return f"2 (K,V) x {dims} x {kv_dtype_bytes} B"
+
     def notes(self) -> list[str]:
         out = []
         if self.mla_dim:
