@@ -24,6 +24,21 @@ ROOT = Path(__file__).resolve().parents[1]
 HELM_UNITTEST = ROOT / ".tools" / "bin" / "helm-unittest"
 
 
+def _mirror(chart: Path, dest: Path) -> Path:
+    """The chart copied to its place in a symlinked mirror of the checkout (suites may read ../../values)."""
+    src_dir, dst_dir = ROOT, dest
+    for part in chart.relative_to(ROOT).parts:
+        dst_dir.mkdir(parents=True, exist_ok=True)
+        for entry in src_dir.iterdir():
+            if entry.name not in (part, ".git") and not (dst_dir / entry.name).exists():
+                (dst_dir / entry.name).symlink_to(entry)
+        src_dir, dst_dir = src_dir / part, dst_dir / part
+        if dst_dir.is_symlink():  # mirrored as a link for an earlier chart: now copied for real
+            dst_dir.unlink()
+    shutil.copytree(chart, dst_dir, symlinks=True)
+    return dst_dir
+
+
 def _timed(cmd: list[str], cwd: Path) -> tuple[float, int]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
     start = time.perf_counter()
@@ -44,10 +59,7 @@ def main() -> int:
     charts = args.charts or sorted(p.parent.parent for p in (ROOT / "charts").glob("*/tests/*_test.yaml"))
     charts = sorted({c.resolve() for c in charts})
     with tempfile.TemporaryDirectory() as tmp:
-        copies = []
-        for chart in charts:
-            shutil.copytree(chart, Path(tmp) / chart.name)
-            copies.append(Path(tmp) / chart.name)
+        copies = [_mirror(chart, Path(tmp) / "repo") for chart in charts]
         real_cmd = [str(HELM_UNITTEST), "-f", "tests/*_test.yaml", *map(str, copies)]
         plugin_cmd = [
             sys.executable,
@@ -70,9 +82,8 @@ def main() -> int:
             real.append(seconds)
             seconds, rc_ours = _timed(plugin_cmd, Path(tmp))
             ours.append(seconds)
-            print(
-                f"run {i + 1}: helm-unittest {real[-1]:.2f} s (exit {rc_real}), plugin {ours[-1]:.2f} s (exit {rc_ours})"
-            )
+            print(f"run {i + 1}: helm-unittest {real[-1]:.2f} s (exit {rc_real}), ", end="")
+            print(f"plugin {ours[-1]:.2f} s (exit {rc_ours})")
     real_s, ours_s = statistics.median(real), statistics.median(ours)
     print()
     print(

@@ -81,8 +81,20 @@ def plugin_verdicts(chart: Path, workdir: Path) -> dict[tuple[str, str, int], st
 
 
 def _copy(chart: Path, dest: Path) -> Path:
-    shutil.copytree(chart, dest / chart.name, symlinks=True)
-    return dest / chart.name
+    """Copy the chart to the same place under `dest` in a mirror of the repository (other entries are
+    symlinks), so suites that reach outside the chart (../../../values/x.yaml) still work, and
+    snapshot files the tools write never touch the checkout."""
+    src_dir, dst_dir = paths.ROOT, dest
+    for part in chart.relative_to(paths.ROOT).parts:
+        dst_dir.mkdir(parents=True, exist_ok=True)
+        for entry in src_dir.iterdir():
+            if entry.name not in (part, ".git") and not (dst_dir / entry.name).exists():
+                (dst_dir / entry.name).symlink_to(entry)
+        src_dir, dst_dir = src_dir / part, dst_dir / part
+        if dst_dir.is_symlink():  # mirrored as a link for an earlier chart: now copied for real
+            dst_dir.unlink()
+    shutil.copytree(chart, dst_dir, symlinks=True)
+    return dst_dir
 
 
 @pytest.mark.parametrize("chart", CHARTS, ids=[c.name for c in CHARTS])

@@ -19,7 +19,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from kvtier.unittest_plugin import chartcopy, goemit, govalues
+from kvtier.unittest_plugin import batchtpl, chartcopy, goemit, govalues
 from kvtier.unittest_plugin.render import RenderRequest, RenderResult
 
 _SOURCE = re.compile(r"^# Source: (.+)$", re.M)
@@ -53,6 +53,41 @@ def descriptor(chart_dir: Path) -> dict[str, Any] | None:
     return {"defaults": values.read_text() if values.is_file() else "", "deps": deps}
 
 
+_FILE_INCLUDE = re.compile(r"""\b(?:include|template)\s+(?:\(|\$|\.|"[^"]*\.(?:ya?ml|tpl|txt|json)")""")
+
+
+def include_safe(chart_dir: Path) -> bool:
+    """True when no template includes another template file (only named defines): then rendering
+    more templates than a suite selects cannot change the selected ones, and suites with different
+    `templates:` can share a batch."""
+    for path in chart_dir.rglob("*"):
+        if (
+            "templates" in path.parts
+            and path.is_file()
+            and _FILE_INCLUDE.search(path.read_text(errors="replace"))
+        ):
+            return False
+    return True
+
+
+def group_key(req: RenderRequest, safe: bool) -> RenderRequest:
+    """Requests with equal keys can share a batch render."""
+    if safe:
+        return dataclasses.replace(req, values_yaml="", include=("**",), exclude=())
+    return dataclasses.replace(req, values_yaml="")
+
+
+def selected(req: RenderRequest, files: dict[str, str]) -> dict[str, str]:
+    """A batch member's share of the output: the templates its suite selects."""
+    wanted = [chartcopy.template_pattern(req.target_route, p) for p in req.include]
+    unwanted = [chartcopy.template_pattern(req.target_route, p) for p in req.exclude]
+    return {
+        name: text
+        for name, text in files.items()
+        if any(p.search(name) for p in wanted) and not any(p.search(name) for p in unwanted)
+    }
+
+
 def condition_key(user: dict[str, Any], desc: dict[str, Any]) -> str:
     """The user values that decide which subcharts are enabled (members must agree on them)."""
     picked = []
@@ -78,14 +113,43 @@ def schema_ok(copy_dir: Path, values: dict[str, Any], path: tuple[str, ...]) -> 
     return not any(True for _ in validator_cls(schema).iter_errors(values))
 
 
-def batch_values(members: list[dict[str, Any]], desc: dict[str, Any]) -> str | None:
-    """The one values file of the batch: the first member's values plus every member's under global."""
+def batch_values(members: list[dict[str, Any]], desc: dict[str, Any], select: list[list[str]]) -> str | None:
+    """The one values file of the batch: the first member's values plus every member's under global,
+    with the templates each member's suite selects."""
     first = dict(members[0])
     glob = first.get("global", {})
     if not isinstance(glob, dict):
         return None
-    first["global"] = {**glob, "__kvtier_batch": {"members": members, "chart": desc}}
+    first["global"] = {**glob, "__kvtier_batch": {"members": members, "chart": desc, "select": select}}
     return goemit.dump(first)
+
+
+def templates_of(copy_dir: Path) -> list[str]:
+    """Full names (`<top>/charts/<sub>/templates/x.yaml`) of the templates a batch copy renders."""
+    names = []
+    top = chartcopy.chart_name(copy_dir)
+    for probe in copy_dir.rglob(chartcopy.PROBE):
+        templates_dir = probe.parent
+        route_parts = [top, *[chartcopy.chart_name(p) for p in _chart_chain(copy_dir, templates_dir.parent)]]
+        route = "/charts/".join(route_parts)
+        for hidden in templates_dir.rglob(batchtpl.HIDDEN + "*"):
+            rel = hidden.relative_to(templates_dir).as_posix()
+            original = "/".join([*rel.split("/")[:-1], hidden.name.removeprefix(batchtpl.HIDDEN)])
+            names.append(f"{route}/templates/{original}")
+    return names
+
+
+def _chart_chain(top: Path, chart_dir: Path) -> list[Path]:
+    """The subchart directories from the top chart down to chart_dir."""
+    chain = []
+    while chart_dir != top:
+        chain.append(chart_dir)
+        chart_dir = chart_dir.parent.parent  # <parent>/charts/<sub>
+    return list(reversed(chain))
+
+
+def selection(reqs: list[RenderRequest], names: list[str]) -> list[list[str]]:
+    return [sorted(selected(req, dict.fromkeys(names, ""))) for req in reqs]
 
 
 def parse(stdout: str, count: int) -> tuple[list[dict[str, str]], list[dict[tuple[str, ...], Any]]]:
@@ -113,10 +177,6 @@ def parse(stdout: str, count: int) -> tuple[list[dict[str, str]], list[dict[tupl
 
 def members_of(requests: list[RenderRequest]) -> list[dict[str, Any]]:
     return [govalues.load_plain(r.values_yaml) or {} for r in requests]
-
-
-def strip_values(req: RenderRequest) -> RenderRequest:
-    return dataclasses.replace(req, values_yaml="")
 
 
 def accept(result: RenderResult, files: dict[str, str]) -> bool:

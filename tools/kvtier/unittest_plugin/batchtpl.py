@@ -12,41 +12,46 @@ ordinary render of one member (see batch.py).
 from __future__ import annotations
 
 PARTIAL = "_kvtier-batch.tpl"
+HIDDEN = "_kvtier_"  # prefix that turns a template into a partial in a batch copy
 
 DEFINES = r"""{{- define "kvtier.tables" -}}
-{{- $dst := deepCopy .dst -}}{{- $merge := .merge -}}
+{{- /* Helm's coalesceTablesFullKey: fills .dst (mutated in place) from .src */ -}}
+{{- $dst := .dst -}}{{- $merge := .merge -}}
 {{- range $k, $sv := .src -}}
   {{- if hasKey $dst $k -}}
     {{- $dv := index $dst $k -}}
     {{- if and (kindIs "invalid" $dv) (not $merge) (not (kindIs "invalid" $sv)) -}}{{- $_ := unset $dst $k -}}
     {{- else if and (kindIs "map" $sv) (kindIs "map" $dv) -}}
-      {{- $_ := set $dst $k (include "kvtier.tables" (dict "dst" $dv "src" $sv "merge" $merge) | fromJson) -}}
+      {{- include "kvtier.tables" (dict "dst" $dv "src" $sv "merge" $merge) -}}
     {{- end -}}
   {{- else -}}{{- $_ := set $dst $k $sv -}}{{- end -}}
 {{- end -}}
-{{- toJson $dst -}}
 {{- end -}}
 
 {{- define "kvtier.globals" -}}
+{{- /* Helm's coalesceGlobals: the parent's globals win over the subchart's own */ -}}
+{{- $dst := .dst -}}{{- $src := .src -}}
 {{- $dg := dict -}}{{- $sg := dict -}}{{- $ok := true -}}
-{{- if hasKey .dst "global" -}}{{- if kindIs "map" .dst.global -}}{{- $dg = deepCopy .dst.global -}}{{- else -}}{{- $ok = false -}}{{- end -}}{{- end -}}
-{{- if hasKey .src "global" -}}{{- if kindIs "map" .src.global -}}{{- $sg = .src.global -}}{{- else -}}{{- $ok = false -}}{{- end -}}{{- end -}}
+{{- if hasKey $dst "global" -}}{{- if kindIs "map" $dst.global -}}{{- $dg = $dst.global -}}{{- else -}}{{- $ok = false -}}{{- end -}}{{- end -}}
+{{- if hasKey $src "global" -}}{{- if kindIs "map" $src.global -}}{{- $sg = $src.global -}}{{- else -}}{{- $ok = false -}}{{- end -}}{{- end -}}
 {{- if $ok -}}
 {{- range $k, $v := $sg -}}
   {{- if kindIs "map" $v -}}
-    {{- if not (hasKey $dg $k) -}}{{- $_ := set $dg $k $v -}}
+    {{- $vv := deepCopy $v -}}
+    {{- if not (hasKey $dg $k) -}}{{- $_ := set $dg $k $vv -}}
     {{- else if kindIs "map" (index $dg $k) -}}
-      {{- $_ := set $dg $k (include "kvtier.tables" (dict "dst" $v "src" (index $dg $k) "merge" true) | fromJson) -}}
+      {{- include "kvtier.tables" (dict "dst" $vv "src" (index $dg $k) "merge" true) -}}{{- $_ := set $dg $k $vv -}}
     {{- end -}}
   {{- else if and (hasKey $dg $k) (kindIs "map" (index $dg $k)) -}}
   {{- else -}}{{- $_ := set $dg $k $v -}}{{- end -}}
 {{- end -}}
-{{- toJson (dict "ok" true "global" $dg) -}}
-{{- else -}}{{- toJson (dict "ok" false) -}}{{- end -}}
+{{- $_ := set $dst "global" $dg -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "kvtier.chartvals" -}}
-{{- $v := deepCopy .user -}}{{- $chart := .chart -}}{{- $deps := .deps -}}
+{{- /* Helm's coalesce for one chart and its enabled dependencies; .v is mutated in place */ -}}
+{{- $v := .v -}}{{- $chart := .chart -}}{{- $deps := .deps -}}
 {{- $defaults := $chart.defaults | fromYaml -}}
 {{- $subnames := list -}}{{- range $deps -}}{{- $subnames = append $subnames .name -}}{{- end -}}
 {{- range $k, $dv := $defaults -}}
@@ -54,23 +59,22 @@ DEFINES = r"""{{- define "kvtier.tables" -}}
     {{- $uv := index $v $k -}}
     {{- if kindIs "invalid" $uv -}}{{- $_ := unset $v $k -}}
     {{- else if and (kindIs "map" $uv) (kindIs "map" $dv) -}}
-      {{- $_ := set $v $k (include "kvtier.tables" (dict "dst" $uv "src" $dv "merge" (has $k $subnames)) | fromJson) -}}
+      {{- include "kvtier.tables" (dict "dst" $uv "src" $dv "merge" (has $k $subnames)) -}}
     {{- end -}}
   {{- else -}}{{- $_ := set $v $k $dv -}}{{- end -}}
 {{- end -}}
 {{- range $deps -}}
-  {{- $sub := dict -}}
-  {{- if hasKey $v .name -}}{{- $sub = index $v .name -}}{{- end -}}
-  {{- $g := include "kvtier.globals" (dict "dst" $sub "src" $v) | fromJson -}}
-  {{- if $g.ok -}}{{- $_ := set $sub "global" $g.global -}}{{- end -}}
-  {{- $_ := set $v .name (include "kvtier.chartvals" (dict "user" $sub "chart" .chart "deps" .chart.deps) | fromJson) -}}
+  {{- if not (hasKey $v .name) -}}{{- $_ := set $v .name dict -}}{{- end -}}
+  {{- $sub := index $v .name -}}
+  {{- include "kvtier.globals" (dict "dst" $sub "src" $v) -}}
+  {{- include "kvtier.chartvals" (dict "v" $sub "chart" .chart "deps" .chart.deps) -}}
 {{- end -}}
-{{- toJson $v -}}
 {{- end -}}
 
 {{- define "kvtier.enabled" -}}
 {{- /* the dependencies Helm keeps: conditions and tags read from the fully coalesced values */ -}}
-{{- $all := include "kvtier.chartvals" (dict "user" .user "chart" .chart "deps" .chart.deps) | fromJson -}}
+{{- $all := deepCopy .user -}}
+{{- include "kvtier.chartvals" (dict "v" $all "chart" .chart "deps" .chart.deps) -}}
 {{- $keep := list -}}
 {{- range .chart.deps -}}
   {{- $on := true -}}
@@ -97,32 +101,30 @@ DEFINES = r"""{{- define "kvtier.tables" -}}
 {{- end -}}
 {{- toJson (dict "deps" $keep) -}}{{- /* fromJson only returns objects */ -}}
 {{- end -}}
-
-{{- define "kvtier.member" -}}
-{{- $batch := .batch -}}
-{{- $user := index $batch.members .idx -}}
-{{- $deps := (include "kvtier.enabled" (dict "user" $user "chart" $batch.chart) | fromJson).deps -}}
-{{- $vals := include "kvtier.chartvals" (dict "user" $user "chart" $batch.chart "deps" $deps) | fromJson -}}
-{{- range $name := .path -}}{{- $vals = index $vals $name -}}{{- end -}}
-{{- toJson $vals -}}
-{{- end -}}
 """
 
 PROBE = r"""{{- $base := $.Template.BasePath -}}
 {{- $rel := dict %(release)s "Service" $.Release.Service -}}
 {{- $batch := $.Values.global.__kvtier_batch -}}
+{{- /* members of a batch agree on what enables subcharts, so the first member decides for all */ -}}
+{{- $deps := (include "kvtier.enabled" (dict "user" (index $batch.members 0) "chart" $batch.chart) | fromJson).deps -}}
 %(key)s:
-{{- range $i, $_ := $batch.members }}
-{{- $vals := include "kvtier.member" (dict "batch" $batch "idx" $i "path" (list %(path)s)) | fromJson }}
+{{- range $i, $user := $batch.members }}
+{{- $sel := index $batch.select $i }}
+{{- $vals := deepCopy $user }}
+{{- include "kvtier.chartvals" (dict "v" $vals "chart" $batch.chart "deps" $deps) }}
+{{- range $name := list %(path)s }}{{ $vals = index $vals $name }}{{ end }}
   "{{ $i }}":
     __values: {{ toJson $vals | b64enc | quote }}
-{{- range $name := list %(names)s }}
-{{- $path := printf "%%s/%%s" $base $name }}
+{{- range $pair := list %(pairs)s }}
+{{- $path := printf "%%s/%%s" $base (index $pair 0) }}
+{{- if has $path $sel }}
 {{- $ctx := dict "Values" $vals "Chart" $.Chart "Capabilities" $.Capabilities "Files" $.Files }}
 {{- $_ := set $ctx "Subcharts" $.Subcharts }}
 {{- $_ := set $ctx "Release" $rel }}
 {{- $_ := set $ctx "Template" (dict "Name" $path "BasePath" $base) }}
-    {{ $path | quote }}: {{ include $path $ctx | b64enc | quote }}
+    {{ $path | quote }}: {{ include (printf "%%s/%%s" $base (index $pair 1)) $ctx | b64enc | quote }}
+{{- end }}
 {{- end }}
 {{- end }}
 """

@@ -148,8 +148,20 @@ def _filter_templates(
     names = " ".join(_go_quote(n) for n in kept)
     fields = " ".join(f"{_go_quote(k)} {_go_literal(v)}" for k, v in release.items())
     if batch:
+        # Batch copies render templates only through the probe, once per test: as partials they are
+        # parsed (so `include` finds them) but not executed on their own with the wrong values.
+        pairs = []
+        for rel in kept:
+            hidden = "/".join([*rel.split("/")[:-1], batchtpl.HIDDEN + rel.split("/")[-1]])
+            (templates_dir / rel).rename(templates_dir / hidden)
+            pairs.append(f"(list {_go_quote(rel)} {_go_quote(hidden)})")
         subcharts = " ".join(_go_quote(p) for p in chart_path)
-        body = batchtpl.PROBE % {"key": PROBE_KEY, "names": names, "release": fields, "path": subcharts}
+        body = batchtpl.PROBE % {
+            "key": PROBE_KEY,
+            "pairs": " ".join(pairs),
+            "release": fields,
+            "path": subcharts,
+        }
     else:
         body = _PROBE_BODY % {"key": PROBE_KEY, "names": names, "release": fields}
     (templates_dir / PROBE).write_text(body)

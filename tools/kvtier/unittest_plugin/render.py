@@ -132,23 +132,25 @@ class Renderer:
         """Render everything up front: `singles` one by one, the rest in batches where possible."""
         from kvtier.unittest_plugin import batch
 
+        safe: dict[Path, bool] = {}
         groups: dict[RenderRequest, list[RenderRequest]] = {}
         for req in sorted(requests - singles, key=lambda r: r.values_yaml):
-            groups.setdefault(batch.strip_values(req), []).append(req)
+            if req.chart_dir not in safe:
+                safe[req.chart_dir] = batch.include_safe(req.chart_dir)
+            groups.setdefault(batch.group_key(req, safe[req.chart_dir]), []).append(req)
         tasks: list[Callable[[], object]] = [functools.partial(self.render, r) for r in singles]
-        for members in groups.values():
-            tasks.append(functools.partial(self._batch, members))
+        tasks += [functools.partial(self._batch, key, members) for key, members in groups.items()]
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
             for future in [pool.submit(t) for t in tasks]:
                 future.result()
 
-    def _batch(self, members: list[RenderRequest]) -> None:
+    def _batch(self, key: RenderRequest, members: list[RenderRequest]) -> None:
         from kvtier.unittest_plugin import batch
 
         if len(members) < 2:
             self.render(members[0])
             return
-        copy = self._copy(members[0], batch=True)
+        copy = self._copy(key, batch=True)
         desc = batch.descriptor(copy)
         if desc is None:
             for req in members:
@@ -159,23 +161,33 @@ class Renderer:
         for i, user in enumerate(users):
             by_condition.setdefault(batch.condition_key(user, desc), []).append(i)
         for indexes in by_condition.values():
-            self._batch_run([members[i] for i in indexes], [users[i] for i in indexes], copy, desc)
+            self._batch_run(key, [members[i] for i in indexes], [users[i] for i in indexes], copy, desc)
 
     def _batch_run(
-        self, reqs: list[RenderRequest], users: list[dict[str, Any]], copy: Path, desc: Any
+        self,
+        key: RenderRequest,
+        reqs: list[RenderRequest],
+        users: list[dict[str, Any]],
+        copy: Path,
+        desc: Any,
     ) -> None:
+        """One helm run for all members; halves on failure (some member's values make Helm fail)."""
         from kvtier.unittest_plugin import batch
 
-        text = batch.batch_values(users, desc) if len(reqs) > 1 else None
-        proc = (
-            self._helm(reqs[0], copy, self._values_file(text), "--skip-schema-validation") if text else None
-        )
+        select = batch.selection(reqs, batch.templates_of(copy))
+        text = batch.batch_values(users, desc, select) if len(reqs) > 1 else None
+        proc = self._helm(key, copy, self._values_file(text), "--skip-schema-validation") if text else None
         if proc is None or proc.returncode != 0:
-            for req in reqs:
-                self.render(req)
+            if len(reqs) > 3:
+                half = len(reqs) // 2
+                self._batch_run(key, reqs[:half], users[:half], copy, desc)
+                self._batch_run(key, reqs[half:], users[half:], copy, desc)
+            else:
+                for req in reqs:
+                    self.render(req)
             return
         files, values = batch.parse(proc.stdout, len(reqs))
-        if not batch.accept(self.render(reqs[0]), files[0]):
+        if not batch.accept(self.render(reqs[0]), batch.selected(reqs[0], files[0])):
             self.batch_rejects += 1
             for req in reqs[1:]:
                 self.render(req)
@@ -183,7 +195,7 @@ class Renderer:
         for req, member_files, member_values in zip(reqs[1:], files[1:], values[1:], strict=True):
             if all(batch.schema_ok(copy, vals, path) for path, vals in member_values.items()):
                 with self._guard:
-                    self._cache.setdefault(req, RenderResult(files=member_files))
+                    self._cache.setdefault(req, RenderResult(files=batch.selected(req, member_files)))
             else:
                 self.render(req)
 
