@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/.tools/bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: venv tools cluster-tools engine-deps check test lint generate clean
+.PHONY: venv tools cluster-tools engine check test lint generate clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -21,6 +21,10 @@ tools: venv
 cluster-tools: venv
 	PYTHON=$(PY) bash toolchain/install.sh cluster
 
+## the real-engine rig (vLLM CPU build + vllm-router) in its own venv, .venv-engine/
+engine:
+	bash toolchain/engine.sh
+
 ## main job: validate and render every environment in values/ offline, print a summary table
 check: tools
 	$(VENV)/bin/kvtier validate values/
@@ -29,14 +33,14 @@ generate: venv
 	$(VENV)/bin/kvtier generate
 
 lint: tools
-	$(VENV)/bin/ruff check tools tests
-	$(VENV)/bin/ruff format --check tools tests
+	$(VENV)/bin/ruff check tools tests bench
+	$(VENV)/bin/ruff format --check tools tests bench
 	$(VENV)/bin/mypy
 	$(VENV)/bin/kvtier lint
 
 ## every test kind: unit, charts, cluster, engine
-test: cluster-tools lint
+test: cluster-tools engine lint
 	$(VENV)/bin/pytest tests
 
 clean:
-	rm -rf $(VENV) .tools
+	rm -rf $(VENV) .venv-engine .tools

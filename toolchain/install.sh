@@ -25,7 +25,11 @@ log() { printf '[toolchain] %s\n' "$*" >&2; }
 build() {
   local name=$1 version=$2 require=$3 pkg=$4 ldflags=$5
   shift 5
-  local out="$cache/bin/$name-$version"
+  # The cache key holds the recipe too, so a changed flag or replace rebuilds (only the link step,
+  # thanks to Go's build cache).
+  local recipe
+  recipe=$(printf '%s\n' "$require" "$pkg" "$ldflags" "$@" | sha256sum | cut -c1-8)
+  local out="$cache/bin/$name-$version-$recipe"
   if [[ ! -x $out ]]; then
     local src="$cache/src/$name-$version"
     log "building $name $version (first time only; cached in $cache)"
@@ -48,17 +52,33 @@ build() {
     fi
     mv "$out.tmp" "$out"
   fi
+  # A stable per-version name in the cache (what the cluster tooling reads) and the .tools/bin link.
+  ln -sfn "$out" "$cache/bin/$name-$version"
   ln -sf "$out" "$bin/$name"
 }
 
+# module_dir MODULE@VERSION: where the Go module cache holds that module's source.
+module_dir() {
+  go mod download -json "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])'
+}
+
 install_helm_tools() {
-  build helm3 "$HELM3_VERSION" "helm.sh/helm/v3@$HELM3_VERSION" helm.sh/helm/v3/cmd/helm \
-    "-X helm.sh/helm/v3/internal/version.version=$HELM3_VERSION"
+  # Helm 3's own release build stamps the Kubernetes version its client-go belongs to; without it,
+  # .Capabilities.KubeVersion (and `kubeVersion:` checks in charts) default to v1.20.
+  local helm3_k8s_minor
+  helm3_k8s_minor=$(sed -n 's#^\s*k8s.io/client-go v0\.\([0-9]*\)\..*#\1#p' \
+    "$(module_dir "helm.sh/helm/v3@$HELM3_VERSION")/go.mod" | head -1)
+  local helm3_stamp="-X helm.sh/helm/v3/internal/version.version=$HELM3_VERSION"
+  for pkg in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
+    helm3_stamp+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$helm3_k8s_minor"
+  done
+  build helm3 "$HELM3_VERSION" "helm.sh/helm/v3@$HELM3_VERSION" helm.sh/helm/v3/cmd/helm "$helm3_stamp"
   build helm4 "$HELM4_VERSION" "helm.sh/helm/v4@$HELM4_VERSION" helm.sh/helm/v4/cmd/helm \
     "-X helm.sh/helm/v4/internal/version.version=$HELM4_VERSION"
   build helm-unittest "$HELM_UNITTEST_VERSION" \
     "github.com/helm-unittest/helm-unittest@$HELM_UNITTEST_VERSION" \
-    github.com/helm-unittest/helm-unittest/cmd/helm-unittest "" \
+    github.com/helm-unittest/helm-unittest/cmd/helm-unittest \
+    "-X github.com/helm-unittest/helm-unittest/internal/build.version=$HELM_UNITTEST_VERSION" \
     "github.com/vmware-labs/yaml-jsonpath=$YAML_JSONPATH_REPLACEMENT"
   build ct "$CHART_TESTING_VERSION" "github.com/helm/chart-testing/v3@$CHART_TESTING_VERSION" \
     github.com/helm/chart-testing/v3/ct \
@@ -101,8 +121,7 @@ install_cluster_tools() {
   # module must map each one to its own release, v0.<minor>.<patch> for Kubernetes v1.<minor>.<patch>.
   local staging_version="v0.${KUBERNETES_VERSION#v1.}" minor mod_dir replaces=()
   minor=${staging_version#v0.} && minor=${minor%%.*}
-  mod_dir=$(go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" |
-    python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+  mod_dir=$(module_dir "k8s.io/kubernetes@$KUBERNETES_VERSION")
   while read -r m; do replaces+=("$m=$m@$staging_version"); done < <(
     sed -n 's#^\s*\(k8s.io/[a-z0-9-]*\) => ./staging/.*#\1#p' "$mod_dir/go.mod")
   if ((${#replaces[@]} == 0)); then
