@@ -144,20 +144,21 @@ def cluster(kube_cluster: Path, kube_rest: Rest, hyperpod_crds: list[str], need)
 def install(cluster: Cluster) -> Iterator[Callable[..., str]]:
     """`install(namespace, *helm_args)`: the bundle with the HyperPod environment; uninstalled afterwards
     (its admission policy is cluster-scoped and would outlive the namespace)."""
-    releases: list[str] = []
+    releases: list[tuple[str, int]] = []
 
-    def run(namespace: str, *args: str) -> str:
+    def run(namespace: str, *args: str, major: int = 3) -> str:
         base = ["--kubeconfig", str(cluster.kubeconfig), "-n", namespace, *SHARED_CLUSTER]
         # Release = namespace: its cluster-scoped objects (policy, StorageClass) get names of their own.
-        result = helm.run(["install", namespace, str(CHART), *base, "-f", str(ENV), *args], timeout=240)
+        install = ["install", namespace, str(CHART), *base, "-f", str(ENV), *args]
+        result = helm.run(install, major=major, timeout=240)
         assert result.returncode == 0, result.stdout + result.stderr
-        releases.append(namespace)
+        releases.append((namespace, major))
         return namespace
 
     yield run
-    for namespace in releases:
+    for namespace, major in releases:
         uninstall = ["uninstall", namespace, "--kubeconfig", str(cluster.kubeconfig), "-n", namespace]
-        helm.run(uninstall, timeout=120)
+        helm.run(uninstall, major=major, timeout=120)
 
 
 def container(deployment: dict[str, Any], name: str = ENDPOINT) -> dict[str, Any]:
@@ -234,18 +235,24 @@ def test_endpoint_objects_accepted_strictly_by_the_operator_crd(cluster: Cluster
 
 
 @pytest.mark.parametrize(
-    "api_version",
-    ["", "admissionregistration.k8s.io/v1beta1"],
-    ids=["served-version-from-capabilities", "v1beta1-override"],
+    ("api_version", "major"),
+    [("", 3), ("", 4), ("admissionregistration.k8s.io/v1beta1", 3)],
+    ids=[
+        "served-version-from-capabilities-helm3",
+        "served-version-from-capabilities-helm4",
+        "v1beta1-override",
+    ],
 )
 def test_operator_deployment_gets_the_full_patch_idempotently(
-    cluster: Cluster, make_namespace, install, api_version: str
+    cluster: Cluster, make_namespace, install, need, api_version: str, major: int
 ) -> None:
-    suffix = api_version.rsplit("/", 1)[-1] or "auto"
+    need((paths.TOOLS_BIN / f"helm{major}").exists(), f"pinned Helm {major} not built (make tools)")
+    suffix = api_version.rsplit("/", 1)[-1] or f"auto-helm{major}"
     namespace = install(
         make_namespace(f"hp-patch-{suffix}", enforce="privileged"),
         "--set",
         f"hyperpod.patch.apiVersion={api_version}",
+        major=major,
     )
     served = api_version or "admissionregistration.k8s.io/v1"  # the newest this cluster serves
     name = f"{namespace}-{namespace}-hyperpod-l2"  # <namespace>-<release>-hyperpod-l2
