@@ -57,7 +57,7 @@ def helm_unittest_verdicts(chart: Path, workdir: Path) -> dict[tuple[str, str, i
     return _keyed(rows)
 
 
-def plugin_verdicts(chart: Path, workdir: Path) -> dict[tuple[str, str, int], str]:
+def plugin_verdicts(chart: Path, workdir: Path, *extra: str) -> dict[tuple[str, str, int], str]:
     """Run the plugin in a hermetic pytest: the chart as the only path, no ini file, no inherited addopts."""
     report = workdir / "plugin.json"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
@@ -73,7 +73,7 @@ def plugin_verdicts(chart: Path, workdir: Path) -> dict[tuple[str, str, int], st
         "-p",
         "no:cacheprovider",
     ]
-    cmd += ["--helm-unittest-root", str(chart), "--helm-unittest-report", str(report), str(chart)]
+    cmd += ["--helm-unittest-root", str(chart), "--helm-unittest-report", str(report), *extra, str(chart)]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=chart, env=env, timeout=600, check=False)
     assert report.is_file(), f"plugin run wrote no report:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     rows = [(r["suite"], r["it"], r["outcome"]) for r in json.loads(report.read_text())]
@@ -113,10 +113,11 @@ def test_same_verdict_for_every_case(chart: Path, tmp_path: Path, need) -> None:
     )
 
 
-def test_corpus_matches_recorded_verdicts(tmp_path: Path, need) -> None:
+@pytest.mark.parametrize("mode", [(), ("--helm-unittest-no-batch",)], ids=["batched", "one-by-one"])
+def test_corpus_matches_recorded_verdicts(mode: tuple[str, ...], tmp_path: Path, need) -> None:
     need(HELM3.exists(), f"pinned Helm 3 missing at {HELM3} (make tools)")
     recorded = json.loads((CORPUS / "verdicts.json").read_text())
-    ours = plugin_verdicts(_copy(CORPUS / "corpus", tmp_path), tmp_path)
+    ours = plugin_verdicts(_copy(CORPUS / "corpus", tmp_path), tmp_path, *mode)
     got = {f"{suite}::{it}": verdict for (suite, it, _), verdict in ours.items()}
     assert set(got) == set(recorded), "the corpus and its recorded verdicts list different cases"
     assert {k: got[k] for k in recorded if got[k] != recorded[k]} == {}

@@ -118,7 +118,11 @@ def equal(params: Any, ctx: Context) -> Result:
             if ctx.negative:
                 return False, msg.info(i, j, path=path, label=" to equal", negate=True, expected=exp)
             diff = msg.unified_diff(exp, act)
-            return False, msg.info(i, j, path=path, label=" to equal", expected=exp, actual=act, diff=diff)
+            lines = msg.info(i, j, path=path, label=" to equal", expected=exp, actual=act, diff=diff)
+            if exp == act:  # same text, different Go types (e.g. 2 vs 2.0): say so, helm-unittest does not
+                kinds = (go_type_name(expected) or "nil", go_type_name(actual) or "nil")
+                lines.append(f"Types:\texpected {kinds[0]}, actual {kinds[1]}")
+            return False, lines
         return True, []
 
     return _per_manifest(

@@ -1,0 +1,98 @@
+"""The plugin as pytest users see it: opt-in collection, item names, selection, skips, failure text.
+
+Runs pytest in a subprocess on a copy of the conformance corpus chart. Collection needs no tools;
+running cases needs the pinned Helm 3.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kvtier import paths
+
+CORPUS = paths.ROOT / "tests" / "unittest_corpus" / "corpus"
+HELM3 = paths.TOOLS_BIN / "helm3"
+
+
+@pytest.fixture
+def chart(tmp_path: Path) -> Path:
+    return Path(shutil.copytree(CORPUS, tmp_path / "corpus"))
+
+
+def pytest_in(chart: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-c",
+        os.devnull,
+        "--rootdir",
+        str(chart),
+        "-p",
+        "no:cacheprovider",
+    ]
+    return subprocess.run(
+        [*cmd, *args], cwd=chart, env=env, capture_output=True, text=True, timeout=600, check=False
+    )
+
+
+def test_inactive_without_roots(chart: Path) -> None:
+    proc = pytest_in(chart, "--collect-only", "-q", str(chart))
+    assert "no tests collected" in proc.stdout, proc.stdout
+
+
+def test_one_item_per_it_named_chart_suite_it(chart: Path) -> None:
+    proc = pytest_in(chart, "--collect-only", "-q", "--helm-unittest-root", str(chart), str(chart))
+    ids = [line for line in proc.stdout.splitlines() if "::" in line]
+    assert "tests/values_test.yaml::corpus::values and paths::float 1.0 equals int 1" in ids
+    assert len(ids) == 66, proc.stdout[-2000:]
+
+
+def test_bad_suite_is_a_collection_error_naming_the_file(chart: Path) -> None:
+    (chart / "tests" / "broken_test.yaml").write_text("suite: broken\ntests:\n  - it: has no asserts\n")
+    proc = pytest_in(chart, "--collect-only", "-q", "--helm-unittest-root", str(chart), str(chart))
+    assert proc.returncode != 0
+    assert "broken_test.yaml" in proc.stdout and "no asserts found" in proc.stdout
+
+
+def test_selection_skip_and_failure_text(chart: Path, need) -> None:
+    need(HELM3.exists(), f"pinned Helm 3 missing at {HELM3} (make tools)")
+    proc = pytest_in(
+        chart, "-q", "-rs", "--helm-unittest-root", str(chart), "-k", "notEqual or never", str(chart)
+    )
+    assert "1 passed" in proc.stdout and "1 failed" in proc.stdout and "1 skipped" in proc.stdout, proc.stdout
+    assert "corpus checks suite-level skip" in proc.stdout  # the suite's skip reason
+    failure = proc.stdout[proc.stdout.index("notEqual fails when equal") :]
+    where = ("Template:\tcorpus/templates/deployment.yaml", "DocumentIndex:\t0", "Path:\tspec.replicas")
+    for expected in (*where, "Expected NOT to equal:", "\t2"):
+        assert expected in failure, failure[:1500]
+
+
+def test_equal_failure_shows_a_diff_and_types(chart: Path, need) -> None:
+    need(HELM3.exists(), f"pinned Helm 3 missing at {HELM3} (make tools)")
+    proc = pytest_in(chart, "-q", "--helm-unittest-root", str(chart), "-k", "timestamps", str(chart))
+    assert "1 failed" in proc.stdout, proc.stdout
+    for expected in ("Expected to equal:", "Actual:", "Diff:", "--- Expected", "+++ Actual", '-"2024-01-01"'):
+        assert expected in proc.stdout, proc.stdout[-2500:]
+    proc = pytest_in(chart, "-q", "--helm-unittest-root", str(chart), "-k", "replicas and fails", str(chart))
+    assert "Types:\texpected float64, actual int" in proc.stdout, proc.stdout[-2500:]
+
+
+def test_marker_and_update_snapshots(chart: Path, need) -> None:
+    need(HELM3.exists(), f"pinned Helm 3 missing at {HELM3} (make tools)")
+    snap = chart / "tests" / "__snapshot__" / "snapshot_test.yaml.snap"
+    snap.write_text(snap.read_text().replace("RELEASE-NAME-corpus-config", "stale-name"))
+    selected = ("-m", "helm_unittest", "-k", "snapshots")
+    stale = pytest_in(chart, "-q", "--helm-unittest-root", str(chart), *selected, str(chart))
+    assert "1 failed" in stale.stdout and "stale-name" in stale.stdout, stale.stdout[-2500:]
+    pytest_in(chart, "-q", "--helm-unittest-root", str(chart), "--update-snapshots", *selected, str(chart))
+    assert "stale-name" not in snap.read_text()
+    fresh = pytest_in(chart, "-q", "--helm-unittest-root", str(chart), *selected, str(chart))
+    assert "4 passed" in fresh.stdout, fresh.stdout[-2500:]
