@@ -121,3 +121,27 @@ def test_bundled_umbrella_schema_is_a_valid_draft_2020_12_schema(need) -> None:
     from jsonschema import Draft202012Validator
 
     Draft202012Validator.check_schema(schema_check.validator().schema)
+
+
+def test_stale_copy_detection_matches_generate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kvtier import schema as schema_source
+    from kvtier.validate import engine
+
+    source = tmp_path / "schema" / "demo.values.schema.json"
+    source.parent.mkdir()
+    source.write_text(
+        json.dumps({"type": "object", "properties": {"a": {"type": "string", "description": "a"}}})
+    )
+    copy = tmp_path / "charts" / "demo" / "values.schema.json"
+    copy.parent.mkdir(parents=True)
+    monkeypatch.setattr(paths, "ROOT", tmp_path)
+    monkeypatch.setattr(paths, "CHARTS", tmp_path / "charts")
+    monkeypatch.setattr(schema_source, "chart_sources", lambda: {"demo": source})
+    for text, stale in (
+        (schema_source.render(schema_source.bundle(source)), ()),
+        ("{}\n", ("charts/demo/values.schema.json",)),
+    ):
+        copy.write_text(text)
+        engine._stale_copy_paths.cache_clear()
+        assert engine._stale_copy_paths() == stale
+    engine._stale_copy_paths.cache_clear()
