@@ -176,3 +176,16 @@ def test_snapshot_file_round_trip(tmp_path: Path) -> None:
     assert second.compare("it works", 1, {"a": 1}).passed
     assert not second.compare("it works", 1, {"a": 2}).passed
     assert SnapshotFile.for_suite(suite_file, "", update=True).compare("it works", 1, {"a": 2}).passed
+
+
+def test_corpus_covers_every_assertion_type_plain_and_negated() -> None:
+    from kvtier.unittest_plugin.suite import parse_file
+    from kvtier.unittest_plugin.validators import VALIDATORS
+
+    corpus = Path(__file__).resolve().parents[1] / "unittest_corpus" / "corpus"
+    forms = set()
+    for path in corpus.rglob("*_test.yaml"):
+        for suite in parse_file(path, corpus, "corpus"):
+            forms |= {(a.kind, a.negate) for job in suite.jobs for a in job.asserts}
+    missing = {(kind, negate) for kind in VALIDATORS for negate in (False, True)} - forms
+    assert not missing, f"corpus lacks these (assertion type, not) forms: {sorted(missing)}"
