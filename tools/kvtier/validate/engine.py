@@ -192,7 +192,7 @@ def check_render(report: FileReport, renders: list[render.Render], options: Opti
         crosspod_found,
         ""
         if crosspod_found
-        else f"{engines} engine container(s)"
+        else f"{engines} engine(s)"
         if engines
         else "no engine pods rendered (hyperpod: the operator renders them)",
     )
