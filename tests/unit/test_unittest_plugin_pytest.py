@@ -6,6 +6,7 @@ running cases needs the pinned Helm 3.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -52,7 +53,8 @@ def test_one_item_per_it_named_chart_suite_it(chart: Path) -> None:
     proc = pytest_in(chart, "--collect-only", "-q", "--helm-unittest-root", str(chart), str(chart))
     ids = [line for line in proc.stdout.splitlines() if "::" in line]
     assert "tests/values_test.yaml::corpus::values and paths::float 1.0 equals int 1" in ids
-    assert len(ids) == 66, proc.stdout[-2000:]
+    recorded = json.loads((CORPUS.parent / "verdicts.json").read_text())
+    assert len(ids) == len(recorded), proc.stdout[-2000:]
 
 
 def test_bad_suite_is_a_collection_error_naming_the_file(chart: Path) -> None:
@@ -65,7 +67,14 @@ def test_bad_suite_is_a_collection_error_naming_the_file(chart: Path) -> None:
 def test_selection_skip_and_failure_text(chart: Path, need) -> None:
     need(HELM3.exists(), f"pinned Helm 3 missing at {HELM3} (make tools)")
     proc = pytest_in(
-        chart, "-q", "-rs", "--helm-unittest-root", str(chart), "-k", "notEqual or never", str(chart)
+        chart,
+        "-q",
+        "-rs",
+        "--helm-unittest-root",
+        str(chart),
+        "-k",
+        "(notEqual and fails) or never",
+        str(chart),
     )
     assert "1 passed" in proc.stdout and "1 failed" in proc.stdout and "1 skipped" in proc.stdout, proc.stdout
     assert "corpus checks suite-level skip" in proc.stdout  # the suite's skip reason
@@ -96,3 +105,22 @@ def test_marker_and_update_snapshots(chart: Path, need) -> None:
     assert "stale-name" not in snap.read_text()
     fresh = pytest_in(chart, "-q", "--helm-unittest-root", str(chart), *selected, str(chart))
     assert "4 passed" in fresh.stdout, fresh.stdout[-2500:]
+
+
+def test_warns_where_helm_template_capabilities_differ(chart: Path, need) -> None:
+    """`helm template` always serves the built-in API versions, helm-unittest none unless listed."""
+    need(HELM3.exists(), f"pinned Helm 3 missing at {HELM3} (make tools)")
+    (chart / "templates" / "pdb.yaml").write_text(
+        '{{- if .Capabilities.APIVersions.Has "policy/v1" }}\n'
+        "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: pdb}\n{{- end }}\n"
+    )
+    (chart / "tests" / "pdb_test.yaml").write_text(
+        "suite: pdb\ntemplates: [pdb.yaml]\ntests:\n"
+        "  - it: unlisted\n    asserts: [{hasDocuments: {count: 1}}]\n"
+        "  - it: listed\n    capabilities: {apiVersions: [policy/v1]}\n"
+        "    asserts: [{hasDocuments: {count: 1}}]\n"
+    )
+    proc = pytest_in(chart, "-q", "--helm-unittest-root", str(chart), "-k", "pdb", str(chart))
+    assert "2 passed" in proc.stdout, proc.stdout[-2000:]
+    assert "unlisted: templates test .Capabilities.APIVersions.Has for policy/v1" in proc.stdout
+    assert "listed: templates test" not in proc.stdout.replace("unlisted: templates test", "")

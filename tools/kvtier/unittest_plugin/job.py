@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from kvtier.unittest_plugin import chartcopy, govalues, render
@@ -22,6 +24,32 @@ _SPLIT = re.compile(r"(?:^|\s*\n)---\s*")
 class JobResult:
     status: str  # passed | failed | skipped
     lines: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+_HAS_API = re.compile(r'Capabilities\.APIVersions\.Has\s+"([^"]+)"')
+
+
+@functools.cache
+def api_checks(chart_dir: Path) -> frozenset[str]:
+    """API versions the chart's templates test with `.Capabilities.APIVersions.Has "..."`."""
+    found: set[str] = set()
+    for path in chart_dir.rglob("*"):
+        if "templates" in path.parts and path.is_file():
+            found |= set(_HAS_API.findall(path.read_text(errors="replace")))
+    return frozenset(found)
+
+
+def capability_warnings(suite: Suite, job: Job, defaults: frozenset[str]) -> list[str]:
+    """Where `helm template`'s built-in API versions can make this test differ from helm-unittest."""
+    at_risk = sorted((api_checks(suite.chart_dir) & defaults) - set(job.capabilities["apiVersions"]))
+    if not at_risk:
+        return []
+    return [
+        f"templates test .Capabilities.APIVersions.Has for {', '.join(at_risk)}: `helm template` always "
+        "serves these, helm-unittest only what the test lists under capabilities.apiVersions; list them "
+        "(or test the opposite case explicitly) so both tools render the same"
+    ]
 
 
 def template_file_name(name: str) -> str:
@@ -133,6 +161,7 @@ def run_job(suite: Suite, job: Job, renderer: render.Renderer, snapshots: Snapsh
     except ValuesError as err:
         return JobResult("failed", [f"Error: {err}"])
     result = renderer.render(request)
+    warnings = capability_warnings(suite, job, renderer.api_defaults())
     require_success = all(VALIDATORS[a.kind][2] for a in job.asserts)
     chart = chartcopy.chart_name(suite.chart_dir)
     render_error: str | None = None
@@ -214,7 +243,6 @@ def run_job(suite: Suite, job: Job, renderer: render.Renderer, snapshots: Snapsh
                 *fail_lines,
             ]
     if skipped == len(job.asserts):
-        return JobResult(
-            "skipped", ["all assertions skipped: documentSelector.skipEmptyTemplates and no document"]
-        )
-    return JobResult("passed" if passed_all else "failed", lines)
+        why = ["all assertions skipped: documentSelector.skipEmptyTemplates and no document"]
+        return JobResult("skipped", why, warnings)
+    return JobResult("passed" if passed_all else "failed", lines, warnings)

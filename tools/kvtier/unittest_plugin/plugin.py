@@ -160,6 +160,8 @@ class HelmUnitItem(pytest.Item):
         finally:
             state["ran"].setdefault(_suite_key(self.suite), set()).add(self.job.name)
             _store_if_last(state, self)
+        for warning in result.warnings:
+            self.warn(pytest.PytestWarning(f"{self.job.name}: {warning}"))
         if result.status == "skipped":
             pytest.skip("; ".join(result.lines))
         if result.status == "failed":

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
+import json
 import re
 import subprocess
 import threading
@@ -62,6 +63,13 @@ class Renderer:
         self._copying = threading.Lock()  # chart copies are shared between requests
         self.runs = 0
         self.batch_rejects = 0  # batches whose self-check failed (rendered one by one instead)
+        self._api_defaults: frozenset[str] | None = None
+
+    def api_defaults(self) -> frozenset[str]:
+        with self._guard:
+            if self._api_defaults is None:
+                self._api_defaults = default_api_versions(self.helm, self.workdir)
+            return self._api_defaults
 
     def render(self, req: RenderRequest) -> RenderResult:
         with self._guard:
@@ -198,6 +206,27 @@ class Renderer:
                     self._cache.setdefault(req, RenderResult(files=batch.selected(req, member_files)))
             else:
                 self.render(req)
+
+
+_CAPS_CHART = {
+    "Chart.yaml": "apiVersion: v2\nname: kvtier-capabilities\nversion: 0.0.0\n",
+    "templates/apis.yaml": "apis: {{ toJson .Capabilities.APIVersions | quote }}\n",
+}
+
+
+def default_api_versions(helm: Path, workdir: Path) -> frozenset[str]:
+    """The API versions `helm template` always reports (helm-unittest reports none by default)."""
+    chart = workdir / "kvtier-capabilities"
+    for name, text in _CAPS_CHART.items():
+        (chart / name).parent.mkdir(parents=True, exist_ok=True)
+        (chart / name).write_text(text)
+    proc = subprocess.run(
+        [str(helm), "template", str(chart)], capture_output=True, text=True, timeout=120, check=False
+    )
+    if proc.returncode != 0:
+        return frozenset()
+    doc = yaml.load(proc.stdout.split("# Source:", 1)[-1].split("\n", 1)[-1], Loader=yaml.CSafeLoader) or {}
+    return frozenset(json.loads(doc.get("apis") or "[]"))
 
 
 def _release_arg(name: str) -> str:
