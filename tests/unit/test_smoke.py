@@ -20,7 +20,7 @@ from kubernetes.client import (
 )
 from test_kvcheck_fakes import FakeReplica, as_json, as_text, closed_port_url, serve
 
-from kvtier import cli, discovery, smoke
+from kvtier import cli, reach, smoke
 from kvtier.errors import UserError
 
 MODELS = {"data": [{"id": "tiny"}]}
@@ -132,28 +132,28 @@ class PodList:
 
 def test_find_returns_ready_pods_with_the_named_port() -> None:
     api = PodList([pod("e-1"), pod("e-0"), pod("e-2", ready=False)])
-    found = discovery.find(api, "ns", "sel", ("http",), "engine")
+    found = reach.find(api, "ns", "sel", ("http",), "engine")
     assert [(p.pod, p.port) for p in found] == [("e-0", 8000), ("e-1", 8000)]
 
 
 def test_find_without_ready_pods_says_how_to_look() -> None:
     with pytest.raises(UserError, match=r"no Ready engine pod .* `kubectl get pods -n ns -l sel`"):
-        discovery.find(PodList([pod("e-0", ready=False)]), "ns", "sel", ("http",), "engine")
+        reach.find(PodList([pod("e-0", ready=False)]), "ns", "sel", ("http",), "engine")
 
 
 def test_l2_path_from_hyperpod_env_or_chart_volume() -> None:
     patched = pod(
         "p", env=[V1EnvVar(name="LMCACHE_REMOTE_URL", value="fs://localhost:0/mnt/curvine/l2cache/")]
     )
-    assert discovery.l2_path(patched, "vllm") == "/mnt/curvine/l2cache/"
+    assert reach.l2_path(patched, "vllm") == "/mnt/curvine/l2cache/"
     chart = pod("c", mounts=[V1VolumeMount(name="l2cache", mount_path="/mnt/l2")])
-    assert discovery.l2_path(chart, "vllm") == "/mnt/l2"
+    assert reach.l2_path(chart, "vllm") == "/mnt/l2"
     remote = pod("r", env=[V1EnvVar(name="LMCACHE_REMOTE_URL", value="sagemaker-hyperpod://10.0.0.1:9200")])
-    assert discovery.l2_path(remote, "vllm") is None
+    assert reach.l2_path(remote, "vllm") is None
 
 
 def test_default_selectors_follow_the_chart_labels() -> None:
-    selectors = discovery.Selectors.for_release("prod")
+    selectors = reach.Selectors.for_release("prod")
     assert selectors.engine == "app.kubernetes.io/instance=prod,app.kubernetes.io/component=engine"
     assert selectors.router.endswith("component=router") and selectors.curvine
     assert selectors.curvine.endswith("component=master")

@@ -1,4 +1,5 @@
-"""Find a release's router, engine and Curvine master pods (Ready ones), their ports and L2 path.
+"""Reach a release in a cluster: its Ready router, engine and Curvine master pods, their ports, the L2
+path of the engines, and port-forwards to them (kvtier.portforward) that smoke and bench use.
 
 Selectors default to the umbrella chart's labels (`app.kubernetes.io/instance=<release>` plus
 `app.kubernetes.io/component=router|engine|master`); HyperPod engines are labelled `app=<endpoint>`,

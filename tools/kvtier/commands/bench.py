@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from kvtier import discovery, exitcodes
+from kvtier import exitcodes, reach
 from kvtier.bench import methodology, report
 from kvtier.bench import run as bench_run
 from kvtier.errors import UserError
@@ -36,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     urls = parser.add_argument_group("against URLs")
     urls.add_argument("--router-url", help="router URL (multi-turn and concurrency go through it)")
     urls.add_argument("--replica-url", action="append", default=[], help="a replica URL (give two: A, B)")
-    discovery.add_cluster_arguments(parser)
+    reach.add_cluster_arguments(parser)
     parser.add_argument("--model", help="model name (default: the first one served)")
     parser.add_argument(
         "--lengths",
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _endpoints(args: argparse.Namespace, stack: ExitStack) -> tuple[str | None, list[str]]:
     if args.kubeconfig:
-        reached = discovery.reach_from_args(args, stack)
+        reached = reach.reach_from_args(args, stack)
         return reached.router, reached.replicas
     if not args.replica_url:
         raise UserError("give --replica-url (twice: replicas A and B) or --kubeconfig")

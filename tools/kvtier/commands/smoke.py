@@ -9,7 +9,7 @@ from contextlib import ExitStack
 from rich.console import Console
 from rich.table import Table
 
-from kvtier import discovery, exitcodes, smoke
+from kvtier import exitcodes, reach, smoke
 from kvtier.errors import UserError
 
 
@@ -25,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     urls.add_argument("--replica-url", action="append", default=[], help="an engine replica URL (give two)")
     urls.add_argument("--l2-dir", help="the L2 directory, where this machine mounts it")
     urls.add_argument("--curvine-url", help="Curvine master web URL")
-    discovery.add_cluster_arguments(parser)
+    reach.add_cluster_arguments(parser)
     parser.add_argument("--model", help="model name (default: the router's first)")
     parser.add_argument("--l2", choices=("auto", "on", "off"), default="auto", help="is L2 enabled?")
     parser.add_argument("--curvine-workers", type=int, default=1, help="live workers expected")
@@ -70,7 +70,7 @@ def _url_targets(args: argparse.Namespace) -> smoke.Targets:
 
 
 def _cluster_targets(args: argparse.Namespace, stack: ExitStack) -> smoke.Targets:
-    reached = discovery.reach_from_args(args, stack)
+    reached = reach.reach_from_args(args, stack)
     return smoke.Targets(
         router=reached.router,
         replicas=reached.replicas,
