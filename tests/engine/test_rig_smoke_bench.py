@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kvtier import cli
-from kvtier.bench import methodology
+from kvtier.bench import methodology, prompts
 from kvtier.bench import run as bench_run
 from kvtier.engine_rig import rig as engine_rig
 from kvtier.podscripts import kvcheck
@@ -39,7 +39,9 @@ def test_crosspod_without_l2_fails_with_a_reason(engines: engine_rig.EngineRig) 
 
 def test_bench_measures_cold_and_warm_ttft(engines: engine_rig.EngineRig, tmp_path: Path) -> None:
     replicas = methodology.replicas_for(engines.urls)
-    plan = bench_run.BenchPlan(replicas, None, None, lengths=(300, 2000), repeats=2, turns=2, out=tmp_path)
+    plan = bench_run.BenchPlan(
+        replicas, None, None, lengths=(300, 2000), repeats=2, turns=2, concurrency=2, out=tmp_path
+    )
     from rich.console import Console
 
     results = bench_run.execute(plan, Console(quiet=True))
@@ -51,6 +53,14 @@ def test_bench_measures_cold_and_warm_ttft(engines: engine_rig.EngineRig, tmp_pa
     # Another replica has no copy (no L2 here): a full miss.
     assert other["l0_hit_tokens"] == 0
     assert results["multi_turn"]["cached"]["total_s"] > 0
+    assert len(results["concurrency"]["cold"]) == len(results["concurrency"]["warm"]) == 2
     assert all(s["served_by"] for s in results["samples"])
     assert (tmp_path / "ttft.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert len((tmp_path / "bench.csv").read_text().splitlines()) == 1 + 2 * 2 * 3
+
+
+def test_generated_tokenizer_gives_about_one_token_per_word(engines: engine_rig.EngineRig) -> None:
+    """The rig's prompt vocabulary is in the tokenizer's training text, so lengths in words ~ tokens."""
+    count = prompts.tokenize_counter(engines.urls[0], engine_rig.MODEL_NAME)
+    tokens = count(kvcheck.long_prompt(1000))
+    assert 1000 <= tokens <= 1050, tokens
