@@ -36,7 +36,7 @@ lint: tools
 	$(VENV)/bin/ruff check tools tests bench
 	$(VENV)/bin/ruff format --check tools tests bench
 	$(VENV)/bin/mypy
-	$(VENV)/bin/kvtier lint
+	$(VENV)/bin/kvtier lint --ct
 
 ## every test kind: unit, charts, cluster, engine
 test: cluster-tools engine lint
