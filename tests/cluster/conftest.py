@@ -1,8 +1,8 @@
 """Fixtures for tests against the real control plane (kube-apiserver + etcd + KWOK) on loopback.
 
-`kube_cluster` (session) brings the cluster up once, or reuses a running one of the same name; the last
-test session using it takes down a cluster that tests started (kvtier.cluster.sharing). Set
-KVTIER_KEEP_CLUSTER=1 to leave it running (`kvtier cluster down --name kvtier-test` removes it).
+`kube_cluster` (session) brings a cluster up once per session, or reuses a running one named by
+KVTIER_TEST_CLUSTER; the last session using it takes down a cluster that tests started
+(kvtier.cluster.sharing). KVTIER_KEEP_CLUSTER=1 leaves it running (`kvtier cluster down --name N`).
 Everything here talks to 127.0.0.1 only.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,7 +20,11 @@ from kubernetes import client, config
 from kvtier.cluster import binaries, hyperpod, lifecycle, sharing, storage
 from kvtier.cluster.rest import ApiException, Rest
 
-CLUSTER_NAME = os.environ.get("KVTIER_TEST_CLUSTER", "kvtier-test")
+# Each session gets its own cluster (about 10 s to start once the binaries are cached), so sessions that run
+# at the same time (CI jobs, engineers on one machine) never meet over cluster-wide objects such as the
+# CSIDriver. KVTIER_TEST_CLUSTER=<name> shares a named one instead (with KVTIER_KEEP_CLUSTER=1, across runs).
+SESSION_PREFIX = "kvtier-test-"
+CLUSTER_NAME = os.environ.get("KVTIER_TEST_CLUSTER") or f"{SESSION_PREFIX}{os.getpid()}"
 START_TIMEOUT = float(os.environ.get("KVTIER_CLUSTER_TIMEOUT", "300"))
 
 
@@ -69,7 +74,7 @@ def hyperpod_crds(kube_rest: Rest) -> list[str]:
 
 @pytest.fixture
 def make_namespace(kube_rest: Rest) -> Iterator[Callable[..., str]]:
-    """`make_namespace(name, enforce="restricted")`: a fresh namespace with Pod Security labels.
+    """`make_namespace(name, enforce="restricted")`: new namespace `<name>-<4 hex>` with Pod Security labels.
 
     The API server's PodSecurity admission enforces `enforce`; `warn`/`audit` are always restricted, so
     anything less than restricted shows up as a warning. Deleted (not waited for) after the test.
@@ -77,7 +82,8 @@ def make_namespace(kube_rest: Rest) -> Iterator[Callable[..., str]]:
     created: list[str] = []
 
     def make(name: str, enforce: str = "restricted") -> str:
-        name = re.sub(r"[^a-z0-9-]", "-", name.lower())[:63].strip("-")
+        # A random suffix: deleting a namespace takes a while, and the next test may want the same name.
+        name = re.sub(r"[^a-z0-9-]", "-", name.lower())[:57].strip("-") + "-" + secrets.token_hex(2)
         labels = {
             f"pod-security.kubernetes.io/{mode}": level
             for mode, level in (("enforce", enforce), ("warn", "restricted"), ("audit", "restricted"))

@@ -36,13 +36,16 @@ def admission_policy_switches(minor: int) -> tuple[str, str]:
     raise ValueError(f"Kubernetes 1.{minor} has no MutatingAdmissionPolicy (needs 1.32 or newer)")
 
 
-def render(binaries: dict[str, Path], minor: int, runtime_config_extra: str = "") -> str:
+def render(
+    binaries: dict[str, Path], minor: int, runtime_config_extra: str = "", feature_gates_extra: str = ""
+) -> str:
     """The multi-document YAML passed to `kwokctl create cluster --config`.
 
-    `runtime_config_extra` is appended to --runtime-config (e.g. to switch an API off for a test).
+    The extras are appended to --runtime-config / --feature-gates (e.g. to switch an API off for a test).
     """
     runtime_config, feature_gates = admission_policy_switches(minor)
     runtime_config = ",".join(part for part in (runtime_config, runtime_config_extra) if part)
+    feature_gates = ",".join(part for part in (feature_gates, feature_gates_extra) if part)
     pinned = versions()
     options = {
         "runtime": "binary",

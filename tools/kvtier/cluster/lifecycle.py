@@ -76,11 +76,12 @@ def up(
     progress: Progress = stderr_progress,
     build: bool = False,
     runtime_config_extra: str = "",
+    feature_gates_extra: str = "",
 ) -> ClusterInfo:
     """Start the cluster (or reuse a running one) and wait until nodes, scheduler and controllers work.
 
     With `build`, missing binaries are built first (once; they are cached by version).
-    `runtime_config_extra` adds to the API server's --runtime-config when this call starts the cluster.
+    The extras add to the API server's --runtime-config / --feature-gates when this call starts it.
     """
     if build and binaries.missing():
         binaries.build(progress)
@@ -92,7 +93,7 @@ def up(
         if workdir(name).exists():
             progress(f"removing the stale cluster {name!r} left by an earlier run")
             _kwokctl(["delete", "cluster", "--name", name], progress, timeout=120)
-        _create(name, tools, timeout, progress, runtime_config_extra)
+        _create(name, tools, timeout, progress, runtime_config_extra, feature_gates_extra)
         started = True
     deadline = time.monotonic() + timeout
     _wait(name, "kube-apiserver", "is not ready (GET /readyz)", deadline, progress, lambda: _ready(name))
@@ -160,10 +161,15 @@ def status(name: str = DEFAULT_NAME) -> dict[str, object]:
 
 
 def _create(
-    name: str, tools: dict[str, Path], timeout: float, progress: Progress, runtime_config_extra: str
+    name: str,
+    tools: dict[str, Path],
+    timeout: float,
+    progress: Progress,
+    runtime_config_extra: str,
+    feature_gates_extra: str,
 ) -> None:
     progress(f"starting cluster {name!r} (Kubernetes {versions()['KUBERNETES_VERSION']}, loopback only)")
-    text = kwokconfig.render(tools, binaries.kubernetes_minor(), runtime_config_extra)
+    text = kwokconfig.render(tools, binaries.kubernetes_minor(), runtime_config_extra, feature_gates_extra)
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", prefix="kwokctl-") as conf:
         conf.write(text)
         conf.flush()

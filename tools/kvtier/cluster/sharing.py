@@ -64,3 +64,16 @@ def shared(name: str, timeout: float, keep: bool = False) -> Iterator[lifecycle.
             if not others and (users / STARTED_BY_TESTS).exists() and not keep:
                 lifecycle.down(name)
                 (users / STARTED_BY_TESTS).unlink(missing_ok=True)
+
+
+def remove_abandoned(prefix: str) -> list[str]:
+    """Delete clusters named `<prefix><pid>` whose test session (that pid) no longer runs."""
+    removed = []
+    root = binaries.cache_dir() / "clusters"
+    for folder in sorted(root.glob(f"{prefix}*")) if root.is_dir() else []:
+        suffix = folder.name[len(prefix) :]
+        if folder.is_dir() and suffix.isdigit() and not _alive(int(suffix)):
+            with _locked(folder.name):
+                lifecycle.down(folder.name, progress=lambda _: None)
+            removed.append(folder.name)
+    return removed

@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from kvtier.cluster import discovery
+from kvtier.cluster.rest import ApiException
 from kvtier.preflight.model import Result, Target
 from kvtier.preflight.rules import SUPPORTED_MINORS
 
@@ -42,7 +43,7 @@ def rbac(t: Target) -> Result:
             continue
         namespace = (obj.get("metadata", {}).get("namespace") or t.namespace) if resource.namespaced else ""
         wanted.add((resource.group, resource.name, namespace))
-    if t.rest.find(f"/api/v1/namespaces/{t.namespace}") is None:
+    if not _namespace_exists(t):
         wanted.add(("", "namespaces", ""))
     denied = []
     for group, name, namespace in sorted(wanted):
@@ -64,6 +65,16 @@ def rbac(t: Target) -> Result:
     if problems:
         return Result("rbac", "fail", " | ".join(problems))
     return Result("rbac", "pass", f"allowed to create all {len(wanted)} kinds of object the install renders")
+
+
+def _namespace_exists(t: Target) -> bool:
+    """Whether the release namespace exists; True when we may not even read it (we will not create it)."""
+    try:
+        return t.rest.find(f"/api/v1/namespaces/{t.namespace}") is not None
+    except ApiException as error:
+        if error.status == 403:
+            return True
+        raise
 
 
 def _labels(obj: Obj) -> dict[str, str]:
