@@ -92,12 +92,19 @@ install_helm_tools() {
 }
 
 install_python_tools() {
+  # Python tools go into the toolkit's venv ($PYTHON): ct's yamllint and yamale; LMCache (config
+  # loader only: --no-deps keeps torch out) to check rendered LMCache configs; vllm-router to check
+  # and start the router with the flags the chart renders.
   local python=${PYTHON:-python3}
+  local want="lmcache==$LMCACHE_VERSION vllm-router==$VLLM_ROUTER_VERSION yamale==$YAMALE_VERSION yamllint==$YAMLLINT_VERSION "
   local have
-  have=$("$python" -m pip list --format=freeze 2>/dev/null | grep -Ei '^(yamllint|yamale)==' | sort | tr '\n' ' ' || true)
-  if [[ $have != "yamale==$YAMALE_VERSION yamllint==$YAMLLINT_VERSION " ]]; then
-    log "installing yamllint $YAMLLINT_VERSION, yamale $YAMALE_VERSION"
-    "$python" -m pip install --quiet "yamllint==$YAMLLINT_VERSION" "yamale==$YAMALE_VERSION"
+  have=$("$python" -m pip list --format=freeze 2>/dev/null |
+    grep -Ei '^(lmcache|vllm-router|vllm_router|yamllint|yamale)==' | tr '_' '-' | tr 'A-Z' 'a-z' | sort | tr '\n' ' ' || true)
+  if [[ $have != "$want" ]]; then
+    log "installing $want"
+    "$python" -m pip install --quiet "yamllint==$YAMLLINT_VERSION" "yamale==$YAMALE_VERSION" \
+      "vllm-router==$VLLM_ROUTER_VERSION"
+    "$python" -m pip install --quiet --no-deps "lmcache==$LMCACHE_VERSION"
   fi
 }
 
