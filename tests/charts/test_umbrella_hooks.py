@@ -53,6 +53,19 @@ def test_podscripts_config_map_carries_the_toolkit_scripts() -> None:
     )
 
 
+def engine_image(docs: list[dict]) -> str:
+    """The image of the engine Deployments' vLLM container (one image for every model)."""
+    images = {
+        c["image"]
+        for d in docs
+        if d.get("kind") == "Deployment" and "-router" not in d["metadata"]["name"]
+        for c in d["spec"]["template"]["spec"]["containers"]
+        if c["name"] == "vllm"
+    }
+    assert len(images) == 1, images
+    return images.pop()
+
+
 def test_helm_test_hooks_call_kvcheck_with_arguments_it_accepts() -> None:
     docs = render_docs(CHART, namespace="team-a")
     pods = hook_pods(docs)
@@ -68,7 +81,7 @@ def test_helm_test_hooks_call_kvcheck_with_arguments_it_accepts() -> None:
         assert annotations["helm.sh/hook"] == "test"
         weights[name] = int(annotations["helm.sh/hook-weight"])
         (container,) = pod["spec"]["containers"]
-        assert container["image"] == "docker.io/lmcache/vllm-openai:v0.5.5"  # already pulled on the GPU nodes
+        assert container["image"] == engine_image(docs)  # the vLLM image, already pulled on the GPU nodes
         assert pod["spec"]["nodeSelector"] == {"node.kubernetes.io/instance-type": "ml.g6e.4xlarge"}
         mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
         assert mounts["podscripts"] == "/podscripts"

@@ -34,7 +34,7 @@ def parse(need):
     try:
         from vllm_router.launch_router import parse_router_args
     except ImportError:
-        need(False, "PyPI vllm-router not installed in the venv (pip install vllm-router==0.1.17)")
+        need(False, "PyPI vllm-router not in the venv (make tools installs it)")
     return parse_router_args
 
 
@@ -65,7 +65,7 @@ def test_strategy_maps_to_router_policy_and_discovery(strategy: str, parse) -> N
 
 
 def test_kvaware_names_every_replica_and_its_kv_event_endpoint(parse) -> None:
-    """vllm-router 0.1.17 cannot build a discovered vLLM worker's KV-event identity (it asks
+    """The pinned vllm-router cannot build a discovered vLLM worker's KV-event identity (it asks
     /get_server_info, an SGLang endpoint), so kvaware uses a StatefulSet and static per-replica sources."""
     docs = render_docs(CHART, set_values={"routing.strategy": "kvaware"}, namespace="team-a")
     (router,) = component(docs, "Deployment", "router")

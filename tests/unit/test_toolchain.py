@@ -56,3 +56,21 @@ def test_pinned_helm_ignores_the_override_when_asked(monkeypatch, need) -> None:
     monkeypatch.setenv("KVTIER_HELM", "/nonexistent/helm")
     need((paths.TOOLS_BIN / "helm3").exists(), "pinned Helm 3 not built (make tools)")
     assert toolchain.helm(3, allow_override=False) == paths.TOOLS_BIN / "helm3"
+
+
+def test_lmcache_loader_matches_the_engine_images_lmcache() -> None:
+    """Rendered LMCache configs are checked with the same LMCache version the engine image runs."""
+    import yaml
+
+    values = yaml.safe_load((paths.CHARTS / "kv-tiered-inference" / "values.yaml").read_text())
+    image = values["engine"]["image"]
+    assert image["repository"].endswith("lmcache/vllm-openai"), image
+    assert image["tag"] == "v" + toolchain.versions()["LMCACHE_VERSION"]
+
+
+def test_router_rig_matches_the_router_image() -> None:
+    """The engine rig and chart tests start the same vllm-router release the chart deploys."""
+    import yaml
+
+    values = yaml.safe_load((paths.CHARTS / "kv-tiered-inference" / "values.yaml").read_text())
+    assert values["router"]["image"]["tag"] == "v" + toolchain.versions()["VLLM_ROUTER_VERSION"]

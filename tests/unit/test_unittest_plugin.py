@@ -1,6 +1,6 @@
 """Pure parts of the helm-unittest plugin: yaml.v3 value rules, the yaml.v3 writer, paths, values,
 set paths, error reduction, template globs and snapshot files. Expected outputs are what
-helm-unittest v1.1.2 (go.yaml.in/yaml/v3 v3.0.4) does, as observed in its source and output."""
+the pinned helm-unittest (go.yaml.in/yaml/v3 v3.0.4) does, as observed in its source and output."""
 
 from __future__ import annotations
 

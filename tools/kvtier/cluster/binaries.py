@@ -55,7 +55,7 @@ def require() -> dict[str, Path]:
 
 
 def kubernetes_minor() -> int:
-    """Minor version of the pinned Kubernetes (v1.37.2 -> 37)."""
+    """Minor version of the pinned Kubernetes (v1.MINOR.PATCH -> MINOR)."""
     return int(versions()["KUBERNETES_VERSION"].lstrip("v").split(".")[1])
 
 

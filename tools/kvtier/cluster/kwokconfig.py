@@ -1,6 +1,6 @@
 """The kwokctl configuration of the test cluster: local binaries only, loopback only, our stages.
 
-Field names are those of kwok v0.8.0's `KwokctlConfiguration` (config.kwok.x-k8s.io/v1alpha1). Every
+Field names are those of the pinned kwok's `KwokctlConfiguration` (config.kwok.x-k8s.io/v1alpha1). Every
 binary is a local path, so kwokctl never downloads anything; `bindAddress` keeps every port on loopback.
 """
 
