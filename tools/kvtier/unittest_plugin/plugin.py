@@ -73,7 +73,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "helm_unittest: a helm-unittest test case (one `it` of a chart suite)")
     cli_roots = config.getoption("--helm-unittest-root")
-    roots = [Path(r).resolve() for r in cli_roots or config.getini("helm_unittest_roots")]
+    if cli_roots:
+        roots = [Path(r).resolve() for r in cli_roots]
+    else:  # ini entries are relative to the ini file's directory
+        roots = [(config.rootpath / r).resolve() for r in config.getini("helm_unittest_roots")]
     pattern = config.getoption("--helm-unittest-pattern") or config.getini("helm_unittest_pattern")
     config.stash[_STATE] = {
         "roots": roots,
@@ -221,7 +224,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         if isinstance(item, HelmUnitItem):
             state["last"][_suite_key(item.suite)] = item.nodeid
     items = [i for i in session.items if isinstance(i, HelmUnitItem) and not i.job.skip_reason]
-    if not items:
+    if not items or session.config.option.collectonly:
         return
     renderer = _renderer(session.config)
     requests: set[render.RenderRequest] = set()
