@@ -102,6 +102,21 @@ def _manifests(files: dict[str, str], chart: str, succeeded: bool) -> dict[str, 
     return out
 
 
+def _crds(suite: Suite, chart: str, files: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
+    """`includeCrds`: crds/ files of the chart and its enabled subcharts, as helm-unittest adds them."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    charts = [(suite.chart_dir, chart)]
+    for sub in sorted((suite.chart_dir / "charts").glob("*/Chart.yaml")):
+        route = f"{chart}/charts/{chartcopy.chart_name(sub.parent)}"
+        if any(name.startswith(route + "/") for name in files):  # rendered, so enabled
+            charts.append((sub.parent, route))
+    for chart_dir, route in charts:
+        for path in sorted((chart_dir / "crds").rglob("*")) if (chart_dir / "crds").is_dir() else []:
+            if path.suffix.lower() in (".yaml", ".yml", ".json"):
+                out[f"{route}/{path.relative_to(chart_dir).as_posix()}"] = _parse_docs(path.read_text())
+    return out
+
+
 def _reduce_error(error: str, suite: Suite) -> tuple[dict[str, str], bool]:
     """helm-unittest's translation of a render error into per-template output ({} if unparsed)."""
     match = _ERROR.search(error)
@@ -173,7 +188,8 @@ def run_job(suite: Suite, job: Job, renderer: render.Renderer, snapshots: Snapsh
         if not parsed:
             render_error = result.error
     try:
-        manifests = _manifests(files, chart, succeeded)
+        crds = _crds(suite, chart, files) if suite.include_crds else {}
+        manifests = {**crds, **_manifests(files, chart, succeeded)}
     except Exception as err:
         return JobResult("failed", [f"Error: {err}"])
     counter = {"n": 0}
@@ -193,7 +209,7 @@ def run_job(suite: Suite, job: Job, renderer: render.Renderer, snapshots: Snapsh
         elif job.template:
             names = [job.template]
         elif any("*" in d for d in defaults):
-            names = list(files)
+            names = list(files) + list(crds)
         else:
             names = defaults
         if assertion.template or job.templates or job.template or not any("*" in d for d in defaults):

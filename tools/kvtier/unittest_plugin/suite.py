@@ -60,6 +60,7 @@ class Suite:
     snapshot_id: str
     jobs: list[Job]
     skip_reason: str = ""
+    include_crds: bool = False
 
 
 def _assertion(raw: Any, where: str) -> Assertion:
@@ -182,6 +183,7 @@ def parse_file(path: Path, chart_dir: Path, chart_route: str) -> list[Suite]:
                 snapshot_id=str(raw.get("snapshotId") or ""),
                 jobs=jobs,
                 skip_reason=((raw.get("skip") or {}).get("reason") or "").strip(),
+                include_crds=raw.get("includeCrds") is True,
             )
         )
     return suites
