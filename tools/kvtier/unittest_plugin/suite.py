@@ -14,6 +14,22 @@ from typing import Any
 from kvtier.unittest_plugin import govalues
 
 _SPLIT = re.compile(r"(?:^|\s*\n)---\s*")
+# What the pinned helm-unittest reports as its own version (built from the module proxy without
+# ldflags, it keeps its source default); `skip.minimumVersion` is compared with it.
+HELM_UNITTEST_BUILD_VERSION = "0.1.0"
+_SEMVER = re.compile(r"^v?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$")
+
+
+def version_meets(current: str, minimum: str) -> bool:
+    """Masterminds semver: current >= minimum; an unparsable version never meets."""
+    a, b = _SEMVER.match(current.strip()), _SEMVER.match(minimum.strip())
+    if not a or not b:
+        return False
+    key_a = tuple(int(x or 0) for x in a.groups()[:3])
+    key_b = tuple(int(x or 0) for x in b.groups()[:3])
+    if key_a != key_b:
+        return key_a > key_b
+    return not a.group(4) or bool(b.group(4) and a.group(4) >= b.group(4))
 
 
 class SuiteError(ValueError):
@@ -170,6 +186,14 @@ def parse_file(path: Path, chart_dir: Path, chart_route: str) -> list[Suite]:
         tests = raw.get("tests") or []
         if not tests:
             raise SuiteError(f"{where}: no tests found")
+        skip = raw.get("skip") or {}
+        minimum = str(skip.get("minimumVersion") or "")
+        if minimum and not version_meets(HELM_UNITTEST_BUILD_VERSION, minimum):
+            raw["skip"] = {
+                **skip,
+                "reason": f"Test suite requires minimum unittest plugin version {minimum}, "
+                f"but current version is {HELM_UNITTEST_BUILD_VERSION}",
+            }
         jobs = [_job(t or {}, raw, where) for t in tests]
         suites.append(
             Suite(
