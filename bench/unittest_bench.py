@@ -52,6 +52,9 @@ def main() -> int:
         "charts", nargs="*", type=Path, help="chart directories (default: charts/* with suites)"
     )
     parser.add_argument("--repeat", type=int, default=3, help="runs of each tool (median reported)")
+    parser.add_argument(
+        "--no-batch", action="store_true", help="run the plugin with --helm-unittest-no-batch"
+    )
     args = parser.parse_args()
     if not HELM_UNITTEST.exists():
         print(f"helm-unittest is not built at {HELM_UNITTEST}; run `make tools`", file=sys.stderr)
@@ -75,6 +78,7 @@ def main() -> int:
         ]
         for copy in copies:
             plugin_cmd += ["--helm-unittest-root", str(copy)]
+        plugin_cmd += ["--helm-unittest-no-batch"] if args.no_batch else []
         plugin_cmd += list(map(str, copies))
         real, ours = [], []
         for i in range(args.repeat):
