@@ -78,7 +78,7 @@ install_helm_tools() {
   build helm-unittest "$HELM_UNITTEST_VERSION" \
     "github.com/helm-unittest/helm-unittest@$HELM_UNITTEST_VERSION" \
     github.com/helm-unittest/helm-unittest/cmd/helm-unittest \
-    "-X github.com/helm-unittest/helm-unittest/internal/build.version=$HELM_UNITTEST_VERSION" \
+    "-X github.com/helm-unittest/helm-unittest/internal/build.version=${HELM_UNITTEST_VERSION#v}" \
     "github.com/vmware-labs/yaml-jsonpath=$YAML_JSONPATH_REPLACEMENT"
   build ct "$CHART_TESTING_VERSION" "github.com/helm/chart-testing/v3@$CHART_TESTING_VERSION" \
     github.com/helm/chart-testing/v3/ct \
