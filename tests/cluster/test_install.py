@@ -1,0 +1,274 @@
+"""Every values/ environment through a release's whole life on the real control plane, Helm 3 and 4.
+
+install --wait, helm test, upgrade with changed values, rollback, uninstall with no orphans (claims stay
+by design); and an upgrade from the previous chart version (the last tag, else HEAD~1). Namespaces carry
+Pod Security labels the API server enforces: `privileged` only where Curvine's node components run.
+KWOK runs no container: pods are scheduled and admitted for real, their processes are faked, and
+`helm test` pods are completed by a stage (their checks' logic is tested in tests/unit).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kvtier import paths
+from kvtier.cluster import discovery, inventory
+from kvtier.cluster.rest import Rest
+from kvtier.preflight.inputs import effective_values
+
+UMBRELLA = "kv-tiered-inference"
+ENVS = sorted(paths.VALUES.glob("*.yaml"))
+FLIP = {"prefixaware": "roundrobin"}  # routing.strategy used for "changed values" (valid for both targets)
+# Kinds that make the API server (or a test) dial a pod, a ClusterIP or anything off loopback.
+DIALS_OUT = {"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "APIService"}
+
+
+def _git(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", "-C", str(paths.ROOT), *args], capture_output=True, text=True, check=False)
+
+
+def previous_ref() -> str | None:
+    """The last release tag before HEAD, else HEAD~1; None when it holds no umbrella chart."""
+    tag = _git("describe", "--tags", "--abbrev=0", "HEAD~1").stdout.strip()
+    for ref in (tag, "HEAD~1"):
+        if ref and _git("cat-file", "-e", f"{ref}:charts/{UMBRELLA}/Chart.yaml").returncode == 0:
+            return ref
+    return None
+
+
+def _prepare(charts: Path, helm3: Path) -> Path:
+    """Package the umbrella's file:// dependency next to it; returns the umbrella directory."""
+    umbrella = charts / UMBRELLA
+    built = subprocess.run(
+        [str(helm3), "dependency", "build", str(umbrella), "--skip-refresh"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert built.returncode == 0, built.stderr
+    return umbrella
+
+
+@pytest.fixture(scope="module")
+def helm3() -> Path:
+    return paths.TOOLS_BIN / "helm3"
+
+
+@pytest.fixture(scope="module")
+def chart_now(tmp_path_factory: pytest.TempPathFactory, helm3: Path) -> Path:
+    dest = tmp_path_factory.mktemp("now") / "charts"
+    shutil.copytree(paths.CHARTS, dest, ignore=shutil.ignore_patterns("*.tgz", "Chart.lock"))
+    return _prepare(dest, helm3)
+
+
+@pytest.fixture(scope="module")
+def chart_before(tmp_path_factory: pytest.TempPathFactory, helm3: Path) -> tuple[str, Path] | None:
+    ref = previous_ref()
+    if ref is None:
+        return None
+    dest = tmp_path_factory.mktemp("before")
+    archive = subprocess.run(
+        ["git", "-C", str(paths.ROOT), "archive", ref, "charts", "values"], capture_output=True, check=True
+    )
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+    return ref, _prepare(dest / "charts", helm3)
+
+
+class Helm:
+    """The pinned Helm of one major version, pointed at the test cluster."""
+
+    def __init__(self, major: int, kubeconfig: Path, namespace: str) -> None:
+        self.binary = paths.TOOLS_BIN / f"helm{major}"
+        self.kubeconfig, self.namespace = kubeconfig, namespace
+
+    def __call__(self, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            [str(self.binary), "--kubeconfig", str(self.kubeconfig), "-n", self.namespace, *args],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            stdin=subprocess.DEVNULL,
+        )
+        if ok:
+            assert result.returncode == 0, f"helm {' '.join(args)}:\n{result.stdout}\n{result.stderr}"
+        return result
+
+    def values(self, release: str, revision: int | None = None) -> dict:
+        extra = ["--revision", str(revision)] if revision else []
+        return json.loads(self("get", "values", release, "-o", "json", *extra).stdout) or {}
+
+    def revision(self, release: str) -> int:
+        return int(json.loads(self("status", release, "-o", "json").stdout)["version"])
+
+
+def _render(helm: Helm, chart: Path, release: str, values: Path, rest: Rest) -> list[dict]:
+    args = [
+        "template",
+        release,
+        str(chart),
+        "-f",
+        str(values),
+        "--kube-version",
+        rest.get("/version")["gitVersion"],
+    ]
+    for api_version in discovery.api_versions_for_helm(rest):
+        args += ["--api-versions", api_version]
+    return [d for d in yaml.safe_load_all(helm(*args).stdout) if isinstance(d, dict) and d.get("kind")]
+
+
+def _setup(
+    env: Path, major: int, kube_cluster: Path, make_namespace, prefix: str, request: pytest.FixtureRequest
+) -> tuple[Helm, str]:
+    values = effective_values(env)
+    if values.get("target") == "hyperpod":
+        request.getfixturevalue("hyperpod_crds")  # the operator's real CRDs (the operator itself is closed)
+    level = "privileged" if values.get("curvine", {}).get("enabled", True) else "restricted"
+    namespace = make_namespace(f"{prefix}-{env.stem}-h{major}", enforce=level)
+    return Helm(major, kube_cluster, namespace), namespace
+
+
+def _provide_storage(helm: Helm, chart: Path, release: str, values: Path, rest: Rest, static_pvs) -> None:
+    """Static PVs for every claim the release makes (KWOK has no CSI driver to provision them)."""
+    from kvtier.cluster.storage import claims_needed
+
+    for storage_class, count in claims_needed(_render(helm, chart, release, values, rest)).items():
+        static_pvs(release, storage_class, count)
+
+
+def _wait_no_orphans(rest: Rest, release: str, namespace: str, timeout: float = 120) -> list[str]:
+    deadline = time.monotonic() + timeout
+    while True:  # the garbage collector and kwok's pod-gone stage need a moment
+        left = inventory.leftovers(rest, release, namespace)
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(2)
+
+
+def _changed(values_file: Path) -> str:
+    strategy = effective_values(values_file).get("routing", {}).get("strategy", "prefixaware")
+    return f"routing.strategy={FLIP.get(strategy, 'prefixaware')}"
+
+
+@pytest.mark.parametrize("env", ENVS, ids=[e.stem for e in ENVS])
+def test_renders_nothing_that_dials_out(
+    env: Path, chart_now: Path, kube_cluster: Path, kube_rest: Rest
+) -> None:
+    """No webhooks, APIServices or LoadBalancer Services: the API server never calls into the cluster."""
+    helm = Helm(3, kube_cluster, "default")
+    objects = _render(helm, chart_now, "probe", env, kube_rest)
+    assert objects
+    bad = [f"{o['kind']}/{o['metadata']['name']}" for o in objects if o["kind"] in DIALS_OUT]
+    bad += [
+        f"Service/{o['metadata']['name']}"
+        for o in objects
+        if o["kind"] == "Service" and o.get("spec", {}).get("type") == "LoadBalancer"
+    ]
+    assert not bad
+
+
+@pytest.mark.parametrize("major", [3, 4])
+@pytest.mark.parametrize("env", ENVS, ids=[e.stem for e in ENVS])
+def test_release_lifecycle(
+    env: Path,
+    major: int,
+    chart_now: Path,
+    kube_cluster: Path,
+    kube_rest: Rest,
+    make_namespace,
+    static_pvs,
+    request: pytest.FixtureRequest,
+    need,
+) -> None:
+    need((paths.TOOLS_BIN / f"helm{major}").exists(), f"pinned Helm {major} not built (make tools)")
+    helm, namespace = _setup(env, major, kube_cluster, make_namespace, "life", request)
+    release = f"life{major}"
+    _provide_storage(helm, chart_now, release, env, kube_rest, static_pvs)
+
+    helm("install", release, str(chart_now), "-f", str(env), "--wait", "--timeout", "5m")
+    assert helm.revision(release) == 1
+    tested = helm("test", release, "--timeout", "5m")
+    assert "Succeeded" in tested.stdout, tested.stdout
+
+    change = _changed(env)
+    helm("upgrade", release, str(chart_now), "-f", str(env), "--set", change, "--wait", "--timeout", "5m")
+    value = change.split("=", 1)[1]
+    assert helm.revision(release) == 2
+    assert helm.values(release)["routing"]["strategy"] == value
+
+    helm("rollback", release, "1", "--wait", "--timeout", "5m")
+    assert helm.revision(release) == 3
+    assert helm.values(release).get("routing", {}).get("strategy") != value
+
+    _uninstall_cleanly(helm, kube_rest, release, namespace)
+
+
+def _uninstall_cleanly(helm: Helm, rest: Rest, release: str, namespace: str) -> None:
+    """`helm uninstall --wait` succeeds and leaves nothing behind but claims (kept by design)."""
+    result = helm("uninstall", release, "--wait", "--timeout", "2m", ok=False)
+    left = _wait_no_orphans(rest, release, namespace, timeout=120 if result.returncode == 0 else 5)
+    stuck = [
+        f"{c['metadata']['name']} (Terminating)"
+        for c in rest.get(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims")["items"]
+        if c["metadata"].get("deletionTimestamp")
+    ]
+    assert result.returncode == 0 and not left, (
+        f"uninstall: {result.stderr.strip() or 'ok'}; left behind: {left}; claims stuck deleting: {stuck} "
+        "(a completed pod that mounts a claim keeps it from being deleted until the pod is gone)"
+    )
+
+
+@pytest.mark.parametrize("major", [3, 4])
+@pytest.mark.parametrize("env", ENVS, ids=[e.stem for e in ENVS])
+def test_upgrade_from_previous_version(
+    env: Path,
+    major: int,
+    chart_now: Path,
+    chart_before,
+    kube_cluster: Path,
+    kube_rest: Rest,
+    make_namespace,
+    static_pvs,
+    request: pytest.FixtureRequest,
+    need,
+) -> None:
+    need((paths.TOOLS_BIN / f"helm{major}").exists(), f"pinned Helm {major} not built (make tools)")
+    need(
+        chart_before is not None,
+        "no previous chart version: no release tag and HEAD~1 has no umbrella chart "
+        "(a shallow clone has no HEAD~1: fetch with depth >= 2)",
+    )
+    ref, old_chart = chart_before
+    old_values = old_chart.parent.parent / "values" / env.name
+    if not old_values.is_file():
+        pytest.skip(f"environment {env.stem} is new since {ref}: nothing to upgrade from")
+    helm, namespace = _setup(env, major, kube_cluster, make_namespace, "upg", request)
+    release = f"upg{major}"
+    _provide_storage(helm, old_chart, release, old_values, kube_rest, static_pvs)
+    helm("install", release, str(old_chart), "-f", str(old_values), "--wait", "--timeout", "5m")
+
+    helm(
+        "upgrade",
+        release,
+        str(chart_now),
+        "-f",
+        str(env),
+        "--set",
+        _changed(env),
+        "--wait",
+        "--timeout",
+        "5m",
+    )
+    history = json.loads(helm("history", release, "-o", "json").stdout)
+    new_version = yaml.safe_load((chart_now / "Chart.yaml").read_text())["version"]
+    assert [h["revision"] for h in history] == [1, 2] and history[-1]["status"] == "deployed"
+    assert history[-1]["chart"] == f"{UMBRELLA}-{new_version}", f"upgraded from {history[0]['chart']} ({ref})"
+    tested = helm("test", release, "--timeout", "5m")
+    assert "Succeeded" in tested.stdout, tested.stdout
+    _uninstall_cleanly(helm, kube_rest, release, namespace)
