@@ -117,3 +117,19 @@ def test_json_report_carries_remedies_for_failures_only() -> None:
     assert rows["rbac"]["remedy"] == RULES["rbac"].remedy
     assert rows["gpu-nodes"]["remedy"] == ""
     assert report["summary"] == {"fail": 1, "pass": 1} and report["release"] == "r"
+
+
+def test_cli_missing_file_is_a_usage_error(tmp_path, capsys) -> None:
+    from kvtier.cli import main
+
+    assert main(["preflight", str(tmp_path / "nope.yaml")]) == exitcodes.USAGE
+    assert "no such values file" in capsys.readouterr().err
+
+
+def test_cli_broken_yaml_is_a_usage_error_naming_the_line(tmp_path, capsys) -> None:
+    from kvtier.cli import main
+
+    file = tmp_path / "env.yaml"
+    file.write_text("target: standalone\nmodels: [\n")
+    assert main(["preflight", str(file), "--kubeconfig", str(tmp_path / "none")]) == exitcodes.USAGE
+    assert f"{file}:" in capsys.readouterr().err

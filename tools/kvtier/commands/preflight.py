@@ -7,7 +7,7 @@ from pathlib import Path
 
 from kvtier import preflight
 from kvtier.errors import UserError
-from kvtier.preflight import report
+from kvtier.preflight import inputs, report
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -26,6 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if not args.file.is_file():
         raise UserError(f"{args.file}: no such values file (expected e.g. values/<environment>.yaml)")
+    inputs.effective_values(args.file)  # a broken values file is reported before any cluster is contacted
     rest = preflight.connect(args.kubeconfig, args.context)
     results = preflight.run(args.file, args.release, args.namespace, rest)
     if args.json:
