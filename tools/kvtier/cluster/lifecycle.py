@@ -87,47 +87,53 @@ def up(
         binaries.build(progress)
     tools = binaries.require()
     started = False
-    if _ready(name):
-        progress(f"reusing the running cluster {name!r}")
-    else:
-        if workdir(name).exists():
-            progress(f"removing the stale cluster {name!r} left by an earlier run")
-            _kwokctl(["delete", "cluster", "--name", name], progress, timeout=120)
-        _create(name, tools, timeout, progress, runtime_config_extra, feature_gates_extra)
-        started = True
-    deadline = time.monotonic() + timeout
-    _wait(name, "kube-apiserver", "is not ready (GET /readyz)", deadline, progress, lambda: _ready(name))
-    api = rest(name)
-    names = nodes.ensure(api)
-    _wait(
-        name,
-        "kwok-controller",
-        f"did not make the fake nodes Ready ({', '.join(names)})",
-        deadline,
-        progress,
-        lambda: not nodes.not_ready(api, names),
-    )
-    _wait(
-        name,
-        "kube-controller-manager",
-        "created no `default` ServiceAccount",
-        deadline,
-        progress,
-        lambda: api.find("/api/v1/namespaces/default/serviceaccounts/default") is not None,
-    )
-    _wait(
-        name,
-        "kube-scheduler",
-        "holds no leader lease in kube-system",
-        deadline,
-        progress,
-        lambda: (
-            api.find("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-scheduler") is not None
-        ),
-    )
-    version = api.get("/version")["gitVersion"]
-    server = api.host
-    progress(f"cluster {name!r} ready: Kubernetes {version} at {server}, {len(names)} fake nodes")
+    try:
+        if _ready(name):
+            progress(f"reusing the running cluster {name!r}")
+        else:
+            if workdir(name).exists():
+                progress(f"removing the stale cluster {name!r} left by an earlier run")
+                _kwokctl(["delete", "cluster", "--name", name], progress, timeout=120)
+            started = True
+            _create(name, tools, timeout, progress, runtime_config_extra, feature_gates_extra)
+        deadline = time.monotonic() + timeout
+        _wait(name, "kube-apiserver", "is not ready (GET /readyz)", deadline, progress, lambda: _ready(name))
+        api = rest(name)
+        names = nodes.ensure(api)
+        _wait(
+            name,
+            "kwok-controller",
+            f"did not make the fake nodes Ready ({', '.join(names)})",
+            deadline,
+            progress,
+            lambda: not nodes.not_ready(api, names),
+        )
+        _wait(
+            name,
+            "kube-controller-manager",
+            "created no `default` ServiceAccount",
+            deadline,
+            progress,
+            lambda: api.find("/api/v1/namespaces/default/serviceaccounts/default") is not None,
+        )
+        _wait(
+            name,
+            "kube-scheduler",
+            "holds no leader lease in kube-system",
+            deadline,
+            progress,
+            lambda: (
+                api.find("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-scheduler")
+                is not None
+            ),
+        )
+        version = api.get("/version")["gitVersion"]
+        server = api.host
+        progress(f"cluster {name!r} ready: Kubernetes {version} at {server}, {len(names)} fake nodes")
+    except Exception:
+        if started:  # stop what we started; keep its folder, so the logs the error names stay readable
+            _kwokctl(["stop", "cluster", "--name", name], progress, timeout=60, check=False)
+        raise
     return ClusterInfo(name, kubeconfig_path(name), server, version, started)
 
 
