@@ -19,12 +19,13 @@ STARTED_BY_TESTS = ".started-by-tests"
 
 
 def _users(name: str) -> Path:
-    return binaries.cache_dir() / "clusters" / f"{name}.users"
+    # Outside kwokctl's clusters/ folder, which it expects to hold cluster folders only.
+    return binaries.cache_dir() / "cluster-users" / name
 
 
 @contextmanager
 def _locked(name: str) -> Iterator[None]:
-    path = binaries.cache_dir() / "clusters" / f"{name}.lock"
+    path = binaries.cache_dir() / "cluster-users" / f"{name}.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
