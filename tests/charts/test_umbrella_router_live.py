@@ -85,9 +85,7 @@ def test_rendered_arguments_start_the_real_router(strategy: str, engine: str, tm
     # The toolkit venv, else the engine rig's venv (toolchain/engine.sh installs the pinned router there).
     venvs = [paths.ROOT / ".venv" / "bin", paths.ROOT / ".venv-engine" / "bin"]
     router_bin = shutil.which("vllm-router", path=":".join(map(str, venvs)))
-    need(
-        router_bin is not None, "PyPI vllm-router not in the venv (make tools installs it)"
-    )
+    need(router_bin is not None, "PyPI vllm-router not in the venv (make tools installs it)")
     need(helm_bin(3).exists(), "pinned Helm 3 not built (make tools)")
     helm.build_dependencies(CHART)
     port, metrics_port = free_port(), free_port()
