@@ -70,4 +70,4 @@ def test_chart_readme_is_generated_from_a_template(name: str, need) -> None:
     assert (chart / readme.TEMPLATE).is_file(), f"charts/{name}/{readme.TEMPLATE} is missing"
     text = readme.render(chart)
     assert "| Key | Type | Default | Description |" in text
-    assert "## Upstream facts" in text or name == "kv-tiered-inference", "the chart engineers' section stays"
+    assert "## Upstream facts" in text, "the chart engineers' sections stay"
