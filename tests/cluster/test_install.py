@@ -131,7 +131,15 @@ def _setup(
         request.getfixturevalue("hyperpod_crds")  # the operator's real CRDs (the operator itself is closed)
     level = "privileged" if values.get("curvine", {}).get("enabled", True) else "restricted"
     namespace = make_namespace(f"{prefix}-{env.stem}-h{major}", enforce=level)
-    return Helm(major, kube_cluster, namespace), namespace
+    helm = Helm(major, kube_cluster, namespace)
+    release, rest = f"{prefix}{major}", request.getfixturevalue("kube_rest")
+
+    def clean_up() -> None:  # after a failure too, so the next test can install the chart again
+        helm("uninstall", release, "--no-hooks", "--timeout", "1m", ok=False)
+        inventory.remove_cluster_scoped(rest, release, namespace)
+
+    request.addfinalizer(clean_up)
+    return helm, namespace
 
 
 def _provide_storage(helm: Helm, chart: Path, release: str, values: Path, rest: Rest, static_pvs) -> None:
@@ -188,7 +196,7 @@ def test_release_lifecycle(
 ) -> None:
     need((paths.TOOLS_BIN / f"helm{major}").exists(), f"pinned Helm {major} not built (make tools)")
     helm, namespace = _setup(env, major, kube_cluster, make_namespace, "life", request)
-    release = f"life{major}"
+    release = f"life{major}"  # as _setup names it
     _provide_storage(helm, chart_now, release, env, kube_rest, static_pvs)
 
     helm("install", release, str(chart_now), "-f", str(env), "--wait", "--timeout", "5m")
@@ -249,7 +257,7 @@ def test_upgrade_from_previous_version(
     if not old_values.is_file():
         pytest.skip(f"environment {env.stem} is new since {ref}: nothing to upgrade from")
     helm, namespace = _setup(env, major, kube_cluster, make_namespace, "upg", request)
-    release = f"upg{major}"
+    release = f"upg{major}"  # as _setup names it
     _provide_storage(helm, old_chart, release, old_values, kube_rest, static_pvs)
     helm("install", release, str(old_chart), "-f", str(old_values), "--wait", "--timeout", "5m")
 

@@ -55,3 +55,25 @@ def _belongs(meta: dict, release: str, namespace: str) -> bool:
         namespace,
     )
     return by_helm or labels.get("app.kubernetes.io/instance") == release
+
+
+def remove_cluster_scoped(rest: Rest, release: str, namespace: str) -> list[str]:
+    """Delete cluster-scoped objects of `release` (CSIDriver, StorageClass, ClusterRoles...) left behind.
+
+    Test clean-up after a failed uninstall, so one failure does not break the next install of the chart.
+    """
+    removed = []
+    for resource in _listable(rest):
+        if resource.namespaced or "delete" not in resource.verbs:
+            continue
+        try:
+            items = rest.get(resource.path)["items"]
+        except ApiException as error:
+            if error.status in (403, 404, 405):
+                continue
+            raise
+        for item in items:
+            if _belongs(item["metadata"], release, namespace):
+                rest.delete(f"{resource.path}/{item['metadata']['name']}")
+                removed.append(f"{resource.kind}/{item['metadata']['name']}")
+    return removed
