@@ -81,7 +81,8 @@ imagePullSecrets:
 {{- end -}}
 
 {{/* Names of the objects other templates refer to. */}}
-{{- define "curvine.masterName" -}}{{ include "curvine.fullname" . }}-master{{- end -}}
+{{- /* 45 + "-master" = 52: a StatefulSet's pods carry a label of its name plus a revision hash (<= 63). */ -}}
+{{- define "curvine.masterName" -}}{{ include "curvine.fullname" . | trunc 45 | trimSuffix "-" }}-master{{- end -}}
 {{- define "curvine.workerName" -}}{{ include "curvine.fullname" . }}-worker{{- end -}}
 {{- define "curvine.configName" -}}{{ include "curvine.fullname" . }}-config{{- end -}}
 {{- define "curvine.csiName" -}}{{ include "curvine.fullname" . }}-csi{{- end -}}
