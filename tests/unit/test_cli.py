@@ -42,3 +42,13 @@ def test_unknown_command_is_a_usage_error_without_traceback() -> None:
     assert result.returncode == 2
     assert "invalid choice" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_only_the_chosen_command_module_is_imported() -> None:
+    probe = (
+        "import sys; from kvtier import cli; cli.build_parser(only='generate'); "
+        "print(sorted(m for m in sys.modules if m.startswith('kvtier.commands.')))"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "['kvtier.commands.generate']"
