@@ -7,6 +7,8 @@ The volumes are hostPath, which needs no attach step; no kubelet ever mounts the
 
 from __future__ import annotations
 
+import secrets
+
 from kvtier.cluster.rest import Rest
 
 LABEL = "kvtier.io/static-pv-for"  # value: the owner (e.g. a release name), for clean-up
@@ -16,7 +18,8 @@ def create(rest: Rest, owner: str, storage_class: str, count: int, size: str = "
     """`count` Retain PVs of `storage_class`, usable as RWO or RWX claims up to `size`."""
     names = []
     for index in range(count):
-        name = f"static-{owner}-{storage_class or 'noclass'}-{index}"[:253]
+        # A random part: a deleted PV lingers while a claim still holds it, and the owner may come back.
+        name = f"static-{owner}-{storage_class or 'noclass'}-{index}-{secrets.token_hex(3)}"[:253]
         body = {
             "apiVersion": "v1",
             "kind": "PersistentVolume",
