@@ -185,3 +185,13 @@ def test_eviction_capacity_and_schedule_follow_values() -> None:
         "--capacity": "20Gi",
         "--min-age": "30",
     }
+
+
+def test_passed_test_pods_are_deleted_so_they_do_not_hold_the_l2_claim() -> None:
+    """A completed pod that mounts a PVC blocks the claim's deletion (PVC protection) at uninstall."""
+    pods = hook_pods(render_docs(CHART, namespace="team-a"))
+    assert pods
+    for name, pod in pods.items():
+        policy = pod["metadata"]["annotations"]["helm.sh/hook-delete-policy"].split(",")
+        assert "hook-succeeded" in policy, name
+        assert "before-hook-creation" in policy, name

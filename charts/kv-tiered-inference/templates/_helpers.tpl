@@ -365,7 +365,7 @@ metadata:
   annotations:
     helm.sh/hook: test
     helm.sh/hook-weight: {{ .weight | quote }}
-    helm.sh/hook-delete-policy: before-hook-creation
+    helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
 {{- end -}}
 
 {{- define "kv-tiered-inference.testPodSpec" -}}
