@@ -121,18 +121,22 @@ def check(manifest: dict[str, Any], minor: str) -> list[str] | None:
     if found is None:
         return None
     validator = found
+    # The same manifest at the same minor (Helm 3 and Helm 4 usually render identical objects) has
+    # the same verdict: skip even the projection.
+    manifest_hash = hashlib.sha256(json.dumps(manifest, sort_keys=True, default=str).encode()).hexdigest()
+    seen = _results.get((minor, manifest_hash))
+    if seen is not None:
+        return seen
     projection: list[str] = []
     _projection(validator.schema, manifest, _definitions(minor).get("$defs", {}), projection)
-    key = (
-        hashlib.sha256("\n".join(projection).encode()).hexdigest(),
-        hashlib.sha256(json.dumps(manifest, sort_keys=True, default=str).encode()).hexdigest(),
-    )
+    key = (hashlib.sha256("\n".join(projection).encode()).hexdigest(), manifest_hash)
     if key not in _results:
         errors = []
         for error in validator.iter_errors(manifest):
             where = ".".join(str(p) for p in error.absolute_path) or "(top)"
             errors.append(f"{where}: {error.message[:300]}")
         _results[key] = errors
+    _results[(minor, manifest_hash)] = _results[key]
     return _results[key]
 
 
