@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/.tools/bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: venv tools cluster-tools engine check test lint generate clean
+.PHONY: venv tools cluster-tools engine check test lint generate publish clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -29,8 +29,14 @@ engine:
 check: tools
 	$(VENV)/bin/kvtier validate values/
 
-generate: venv
+## regenerate the charts' values.schema.json, pod script copies and README tables (helm-docs)
+generate: tools
 	$(VENV)/bin/kvtier generate
+
+## publish both charts: make publish REGISTRY=oci://HOST/PATH (credentials: `helm registry login`,
+## or KVTIER_REGISTRY_USERNAME/KVTIER_REGISTRY_PASSWORD); see docs/publishing.md
+publish: tools
+	$(VENV)/bin/kvtier package --registry "$(REGISTRY)" $(PUBLISH_FLAGS)
 
 lint: tools
 	$(VENV)/bin/ruff check tools tests bench
