@@ -97,15 +97,27 @@ class Helm:
             stdin=subprocess.DEVNULL,
         )
         if ok:
-            assert result.returncode == 0, f"helm {' '.join(args)}:\n{result.stdout}\n{result.stderr}"
+            assert result.returncode == 0, (
+                f"helm {' '.join(args)}:\n{result.stdout}\n{result.stderr}\n{self.state()}"
+            )
         return result
 
-    def values(self, release: str, revision: int | None = None) -> dict:
-        extra = ["--revision", str(revision)] if revision else []
-        return json.loads(self("get", "values", release, "-o", "json", *extra).stdout) or {}
+    def state(self) -> str:
+        """What the namespace holds, to explain a failed `--wait` (which object never got ready)."""
+        objects = self.kubectl("get", "pods,pvc,deployments,statefulsets,daemonsets,jobs", "-o", "wide")
+        events = self.kubectl("get", "events", "--sort-by=.lastTimestamp")
+        return f"namespace {self.namespace}:\n{objects}\nevents:\n{events[-4000:]}"
 
-    def revision(self, release: str) -> int:
-        return int(json.loads(self("status", release, "-o", "json").stdout)["version"])
+    def kubectl(self, *args: str) -> str:
+        kubectl = paths.TOOLS_BIN / "kubectl"
+        result = subprocess.run(
+            [str(kubectl), "--kubeconfig", str(self.kubeconfig), "-n", self.namespace, *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+        return result.stdout + result.stderr
 
 
 def _render(helm: Helm, chart: Path, release: str, values: Path, rest: Rest) -> list[dict]:
