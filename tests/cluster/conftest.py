@@ -109,9 +109,9 @@ def static_pvs(kube_rest: Rest) -> Iterator[Callable[..., list[str]]]:
     """`static_pvs(owner, storage_class, count, size="10Ti")`: PVs for claims to bind to; removed after."""
     owners: set[str] = set()
 
-    def make(owner: str, storage_class: str, count: int, size: str = "10Ti") -> list[str]:
+    def make(owner: str, storage_class: str, count: int, size: str = "10Ti", claims=None) -> list[str]:
         owners.add(owner)
-        return storage.create(kube_rest, owner, storage_class, count, size)
+        return storage.create(kube_rest, owner, storage_class, count, size, claims)
 
     yield make
     for owner in owners:

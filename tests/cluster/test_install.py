@@ -119,6 +119,13 @@ class Helm:
         )
         return result.stdout + result.stderr
 
+    def values(self, release: str, revision: int | None = None) -> dict:
+        extra = ["--revision", str(revision)] if revision else []
+        return json.loads(self("get", "values", release, "-o", "json", *extra).stdout) or {}
+
+    def revision(self, release: str) -> int:
+        return int(json.loads(self("status", release, "-o", "json").stdout)["version"])
+
 
 def _render(helm: Helm, chart: Path, release: str, values: Path, rest: Rest) -> list[dict]:
     args = [
@@ -156,10 +163,11 @@ def _setup(
 
 def _provide_storage(helm: Helm, chart: Path, release: str, values: Path, rest: Rest, static_pvs) -> None:
     """Static PVs for every claim the release makes (KWOK has no CSI driver to provision them)."""
-    from kvtier.cluster.storage import claims_needed
+    from kvtier.cluster.storage import claim_refs
 
-    for storage_class, count in claims_needed(_render(helm, chart, release, values, rest)).items():
-        static_pvs(release, storage_class, count)
+    rendered = _render(helm, chart, release, values, rest)
+    for storage_class, claims in claim_refs(rendered, helm.namespace).items():
+        static_pvs(release, storage_class, len(claims), claims=claims)
 
 
 def _wait_no_orphans(rest: Rest, release: str, namespace: str, timeout: float = 120) -> list[str]:

@@ -8,19 +8,31 @@ The volumes are hostPath, which needs no attach step; no kubelet ever mounts the
 from __future__ import annotations
 
 import secrets
+from typing import Any
 
 from kvtier.cluster.rest import Rest
 
 LABEL = "kvtier.io/static-pv-for"  # value: the owner (e.g. a release name), for clean-up
 
 
-def create(rest: Rest, owner: str, storage_class: str, count: int, size: str = "10Ti") -> list[str]:
-    """`count` Retain PVs of `storage_class`, usable as RWO or RWX claims up to `size`."""
+def create(
+    rest: Rest,
+    owner: str,
+    storage_class: str,
+    count: int,
+    size: str = "10Ti",
+    claims: list[tuple[str, str]] | None = None,
+) -> list[str]:
+    """`count` Retain PVs of `storage_class`, usable as RWO or RWX claims up to `size`.
+
+    With `claims` ((namespace, name) per PV), each PV is reserved for that claim (`claimRef`), so a
+    claim left pending by an earlier test can never take it.
+    """
     names = []
     for index in range(count):
         # A random part: a deleted PV lingers while a claim still holds it, and the owner may come back.
         name = f"static-{owner}-{storage_class or 'noclass'}-{index}-{secrets.token_hex(3)}"[:253]
-        body = {
+        body: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "PersistentVolume",
             "metadata": {"name": name, "labels": {LABEL: owner}},
@@ -32,6 +44,9 @@ def create(rest: Rest, owner: str, storage_class: str, count: int, size: str = "
                 "hostPath": {"path": f"/var/lib/kvtier-fake/{name}"},
             },
         }
+        if claims:
+            namespace, claim = claims[index]
+            body["spec"]["claimRef"] = {"namespace": namespace, "name": claim}
         rest.post("/api/v1/persistentvolumes", body)
         names.append(name)
     return names
@@ -62,3 +77,25 @@ def claims_needed(manifests: list[dict]) -> dict[str, int]:
             storage_class = claim.get("spec", {}).get("storageClassName") or ""
             needed[storage_class] = needed.get(storage_class, 0) + copies
     return needed
+
+
+def claim_refs(manifests: list[dict], namespace: str) -> dict[str, list[tuple[str, str]]]:
+    """Storage class ("" = none) -> the (namespace, name) of every claim the rendered objects make."""
+    refs: dict[str, list[tuple[str, str]]] = {}
+    for obj in manifests:
+        ns = obj.get("metadata", {}).get("namespace") or namespace
+        if obj.get("kind") == "PersistentVolumeClaim":
+            named = [(obj, obj["metadata"]["name"])]
+        elif obj.get("kind") == "StatefulSet":
+            sts, replicas = obj["metadata"]["name"], int(obj["spec"].get("replicas", 1))
+            named = [
+                (template, f"{template['metadata']['name']}-{sts}-{ordinal}")
+                for template in obj["spec"].get("volumeClaimTemplates") or []
+                for ordinal in range(replicas)
+            ]
+        else:
+            continue
+        for claim, name in named:
+            storage_class = claim.get("spec", {}).get("storageClassName") or ""
+            refs.setdefault(storage_class, []).append((ns, name))
+    return refs
