@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -20,23 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from kvtier.unittest_plugin.reference import mirror_chart
+
 ROOT = Path(__file__).resolve().parents[1]
 HELM_UNITTEST = ROOT / ".tools" / "bin" / "helm-unittest"
-
-
-def _mirror(chart: Path, dest: Path) -> Path:
-    """The chart copied to its place in a symlinked mirror of the checkout (suites may read ../../values)."""
-    src_dir, dst_dir = ROOT, dest
-    for part in chart.relative_to(ROOT).parts:
-        dst_dir.mkdir(parents=True, exist_ok=True)
-        for entry in src_dir.iterdir():
-            if entry.name not in (part, ".git") and not (dst_dir / entry.name).exists():
-                (dst_dir / entry.name).symlink_to(entry)
-        src_dir, dst_dir = src_dir / part, dst_dir / part
-        if dst_dir.is_symlink():  # mirrored as a link for an earlier chart: now copied for real
-            dst_dir.unlink()
-    shutil.copytree(chart, dst_dir, symlinks=True)
-    return dst_dir
 
 
 def _timed(cmd: list[str], cwd: Path) -> tuple[float, int]:
@@ -62,7 +48,7 @@ def main() -> int:
     charts = args.charts or sorted(p.parent.parent for p in (ROOT / "charts").glob("*/tests/*_test.yaml"))
     charts = sorted({c.resolve() for c in charts})
     with tempfile.TemporaryDirectory() as tmp:
-        copies = [_mirror(chart, Path(tmp) / "repo") for chart in charts]
+        copies = [mirror_chart(chart, Path(tmp) / "repo", ROOT) for chart in charts]
         real_cmd = [str(HELM_UNITTEST), "-f", "tests/*_test.yaml", *map(str, copies)]
         plugin_cmd = [
             sys.executable,

@@ -12,13 +12,13 @@ import os
 import shutil
 import subprocess
 import sys
-import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from kvtier import paths
+from kvtier.unittest_plugin.reference import junit_verdicts, mirror_chart
 
 CORPUS = paths.ROOT / "tests" / "unittest_corpus"
 CHARTS = [paths.CHARTS / "curvine", paths.CHARTS / "kv-tiered-inference", CORPUS / "corpus"]
@@ -45,16 +45,7 @@ def helm_unittest_verdicts(chart: Path, workdir: Path) -> dict[tuple[str, str, i
         timeout=600,
         check=False,
     )
-    rows = []
-    for suite in ET.parse(report).getroot().iter("testsuite"):
-        for case in suite.iter("testcase"):
-            verdict = "passed"
-            if case.find("failure") is not None or case.find("error") is not None:
-                verdict = "failed"
-            if case.find("skipped") is not None:
-                verdict = "skipped"
-            rows.append((suite.get("name", ""), case.get("name", ""), verdict))
-    return _keyed(rows)
+    return _keyed(junit_verdicts(report))
 
 
 def plugin_verdicts(chart: Path, workdir: Path, *extra: str) -> dict[tuple[str, str, int], str]:
@@ -80,30 +71,13 @@ def plugin_verdicts(chart: Path, workdir: Path, *extra: str) -> dict[tuple[str, 
     return _keyed(rows)
 
 
-def _copy(chart: Path, dest: Path) -> Path:
-    """Copy the chart to the same place under `dest` in a mirror of the repository (other entries are
-    symlinks), so suites that reach outside the chart (../../../values/x.yaml) still work, and
-    snapshot files the tools write never touch the checkout."""
-    src_dir, dst_dir = paths.ROOT, dest
-    for part in chart.relative_to(paths.ROOT).parts:
-        dst_dir.mkdir(parents=True, exist_ok=True)
-        for entry in src_dir.iterdir():
-            if entry.name not in (part, ".git") and not (dst_dir / entry.name).exists():
-                (dst_dir / entry.name).symlink_to(entry)
-        src_dir, dst_dir = src_dir / part, dst_dir / part
-        if dst_dir.is_symlink():  # mirrored as a link for an earlier chart: now copied for real
-            dst_dir.unlink()
-    shutil.copytree(chart, dst_dir, symlinks=True)
-    return dst_dir
-
-
 @pytest.mark.parametrize("chart", CHARTS, ids=[c.name for c in CHARTS])
 def test_same_verdict_for_every_case(chart: Path, tmp_path: Path, need) -> None:
     need(HELM_UNITTEST.exists(), f"the real helm-unittest is not built at {HELM_UNITTEST} (make tools)")
     need(HELM3.exists(), f"pinned Helm 3 missing at {HELM3} (make tools)")
     need(any(chart.glob("tests/*_test.yaml")), f"{chart} has no suites yet")
-    real = helm_unittest_verdicts(_copy(chart, tmp_path / "real"), tmp_path)
-    ours = plugin_verdicts(_copy(chart, tmp_path / "plugin"), tmp_path)
+    real = helm_unittest_verdicts(mirror_chart(chart, tmp_path / "real"), tmp_path)
+    ours = plugin_verdicts(mirror_chart(chart, tmp_path / "plugin"), tmp_path)
     assert real, "helm-unittest reported no test cases"
     differing = {
         k: (real.get(k), ours.get(k)) for k in real.keys() | ours.keys() if real.get(k) != ours.get(k)
@@ -117,7 +91,7 @@ def test_same_verdict_for_every_case(chart: Path, tmp_path: Path, need) -> None:
 def test_corpus_matches_recorded_verdicts(mode: tuple[str, ...], tmp_path: Path, need) -> None:
     need(HELM3.exists(), f"pinned Helm 3 missing at {HELM3} (make tools)")
     recorded = json.loads((CORPUS / "verdicts.json").read_text())
-    ours = plugin_verdicts(_copy(CORPUS / "corpus", tmp_path), tmp_path, *mode)
+    ours = plugin_verdicts(mirror_chart(CORPUS / "corpus", tmp_path), tmp_path, *mode)
     got = {f"{suite}::{it}": verdict for (suite, it, _), verdict in ours.items()}
     assert set(got) == set(recorded), "the corpus and its recorded verdicts list different cases"
     assert {k: got[k] for k in recorded if got[k] != recorded[k]} == {}
@@ -128,7 +102,10 @@ def test_snapshots_are_interchangeable(tmp_path: Path, need) -> None:
     """The plugin writes the same snapshot file as helm-unittest, and each tool accepts the other's."""
     need(HELM_UNITTEST.exists(), f"the real helm-unittest is not built at {HELM_UNITTEST} (make tools)")
     need(HELM3.exists(), f"pinned Helm 3 missing at {HELM3} (make tools)")
-    real, ours = _copy(CORPUS / "corpus", tmp_path / "real"), _copy(CORPUS / "corpus", tmp_path / "plugin")
+    real, ours = (
+        mirror_chart(CORPUS / "corpus", tmp_path / "real"),
+        mirror_chart(CORPUS / "corpus", tmp_path / "plugin"),
+    )
     for chart in (real, ours):
         shutil.rmtree(chart / "tests" / "__snapshot__", ignore_errors=True)
     helm_unittest_verdicts(real, tmp_path)

@@ -11,8 +11,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import xml.etree.ElementTree as ET
 from pathlib import Path
+
+from kvtier.unittest_plugin.reference import junit_verdicts
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -29,15 +30,7 @@ def main() -> int:
         report = Path(tmp) / "report.xml"
         cmd = [str(binary), "-f", "tests/*_test.yaml", "-t", "JUnit", "-o", str(report), str(chart)]
         subprocess.run(cmd, capture_output=True, check=False)
-        verdicts = {}
-        for suite in ET.parse(report).getroot().iter("testsuite"):
-            for case in suite.iter("testcase"):
-                verdict = "passed"
-                if case.find("failure") is not None or case.find("error") is not None:
-                    verdict = "failed"
-                if case.find("skipped") is not None:
-                    verdict = "skipped"
-                verdicts[f"{suite.get('name')}::{case.get('name')}"] = verdict
+        verdicts = {f"{suite}::{case}": verdict for suite, case, verdict in junit_verdicts(report)}
     (HERE / "verdicts.json").write_text(json.dumps(verdicts, indent=1, sort_keys=True) + "\n")
     print(f"recorded {len(verdicts)} verdicts")
     return 0
