@@ -39,3 +39,13 @@ def build_dependencies(chart: Path, *, major: int = 3) -> None:
     """`helm dependency build` when a file:// dependency is missing or older than its source."""
     if not dependencies_current(chart):
         run(["dependency", "build", str(chart), "--skip-refresh"], major=major, check=True)
+
+
+def majors(option: str) -> tuple[int, ...]:
+    """Helm major versions from a `--helm 3,4` option; a UserError for anything else."""
+    from kvtier.errors import UserError
+
+    try:
+        return tuple(int(m) for m in option.split(",") if m.strip())
+    except ValueError:
+        raise UserError(f"--helm {option!r}: expected majors like 3,4") from None

@@ -7,8 +7,7 @@ import argparse
 from rich.console import Console
 from rich.table import Table
 
-from kvtier import exitcodes, lint
-from kvtier.errors import UserError
+from kvtier import exitcodes, helm, lint
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -19,10 +18,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        majors = tuple(int(m) for m in args.helm.split(",") if m.strip())
-    except ValueError:
-        raise UserError(f"--helm {args.helm!r}: expected majors like 3,4") from None
+    majors = helm.majors(args.helm)
     results, note = lint.lint(majors)
     console = Console(width=max(Console().width, 140))
     table = Table(title=f"kvtier lint (target: {note})", title_justify="left")

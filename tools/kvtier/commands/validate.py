@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from kvtier.errors import UserError
+from kvtier import helm
 from kvtier.validate import engine, kube, report
 from kvtier.validate.podsecurity import LEVELS
 
@@ -63,10 +63,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        majors = tuple(int(m) for m in args.helm.split(",") if m.strip())
-    except ValueError:
-        raise UserError(f"--helm {args.helm!r}: expected majors like 3,4") from None
+    majors = helm.majors(args.helm)
     options = engine.Options(
         render=not args.no_render,
         helm_majors=majors,
