@@ -7,7 +7,6 @@ validates a chart's values against that one file. A test fails when a chart's co
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -30,13 +29,25 @@ def _pointer(document: Any, pointer: str) -> Any:
 
 
 def bundle(source: Path) -> dict[str, Any]:
-    """The source schema with every reference to another schema file inlined."""
-    cache: dict[Path, Any] = {}
+    """The source schema with every reference to another schema file inlined.
+
+    Nothing is mutated: each inlined node is built anew, so one file target can appear in several
+    places of the output. Paths resolve and targets inline once per bundle (the sources hold ~100
+    file references; resolving each one again costs a filesystem walk)."""
+    documents: dict[Path, Any] = {}
+    locations: dict[tuple[Path, str], Path] = {}
+    inlined: dict[str, Any] = {}
 
     def load(path: Path) -> Any:
-        if path not in cache:
-            cache[path] = json.loads(path.read_text())
-        return cache[path]
+        if path not in documents:
+            documents[path] = json.loads(path.read_text())
+        return documents[path]
+
+    def locate(base: Path, file_part: str) -> Path:
+        key = (base.parent, file_part)
+        if key not in locations:
+            locations[key] = (base.parent / file_part).resolve()
+        return locations[key]
 
     def inline(node: Any, base: Path, seen: tuple[str, ...]) -> Any:
         if isinstance(node, list):
@@ -46,16 +57,17 @@ def bundle(source: Path) -> dict[str, Any]:
         ref = node.get("$ref")
         if isinstance(ref, str) and not ref.startswith("#"):
             file_part, _, pointer = ref.partition("#")
-            target_path = (base.parent / file_part).resolve()
+            target_path = locate(base, file_part)
             key = f"{target_path}#{pointer}"
             if key in seen:
                 raise ValueError(f"circular $ref {ref} in {base}")
-            target = copy.deepcopy(_pointer(load(target_path), pointer))
-            for meta in ("$schema", "$id"):
-                target.pop(meta, None)
-            resolved = inline(target, target_path, (*seen, key))
+            if key not in inlined:
+                target = _pointer(load(target_path), pointer)
+                if isinstance(target, dict):
+                    target = {k: v for k, v in target.items() if k not in ("$schema", "$id")}
+                inlined[key] = inline(target, target_path, (*seen, key))
             siblings = {k: inline(v, base, seen) for k, v in node.items() if k != "$ref"}
-            return {**resolved, **siblings}
+            return {**inlined[key], **siblings}
         return {k: inline(v, base, seen) for k, v in node.items()}
 
     return inline(load(source), source, ())
