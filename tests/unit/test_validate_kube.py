@@ -100,3 +100,33 @@ def test_shared_verdicts_still_tell_minors_apart() -> None:
     assert kube.check(DEPLOYMENT, "1.30") == [] and kube.check(DEPLOYMENT, "1.35") == []
     assert any("hostnameOverride" in e for e in kube.check(newer, "1.30") or [])
     assert kube.check(newer, "1.35") == []
+
+
+def test_minors_walked_together_project_as_each_alone() -> None:
+    """The lockstep walk (one pass over the manifest for every minor) gives each minor exactly the
+    projection a walk of its own would, so verdict sharing cannot leak between minors."""
+    newer = copy.deepcopy(DEPLOYMENT)
+    newer["spec"]["template"]["spec"]["hostnameOverride"] = "engine-0"
+
+    def lane(minor: str) -> kube.Lane:
+        schema = kube._schema(minor, "apps/v1", "Deployment")
+        assert schema is not None
+        return (schema.schema, kube._definitions(minor).get("$defs", {}), [])
+
+    together = [lane(m) for m in kube.DEFAULT_MINORS]
+    kube._projections(together, newer)
+    for minor, (_, _, projection) in zip(kube.DEFAULT_MINORS, together, strict=True):
+        alone = lane(minor)
+        kube._projections([alone], newer)
+        assert projection == alone[2], minor
+    assert together[0][2] != together[-1][2]  # 1.30 lacks hostnameOverride, 1.35 has it
+
+
+def test_all_minors_at_once_match_one_minor_at_a_time() -> None:
+    newer = copy.deepcopy(DEPLOYMENT)
+    newer["spec"]["template"]["spec"]["hostnameOverride"] = "engine-1"
+    together = kube.check_minors(newer, kube.DEFAULT_MINORS)
+    kube._results.clear()
+    apart = {minor: kube.check(newer, minor) for minor in kube.DEFAULT_MINORS}
+    assert together == apart
+    assert together["1.30"] and together["1.35"] == []

@@ -140,6 +140,9 @@ def test_stale_copy_detection_matches_generate(tmp_path: Path, monkeypatch: pyte
     for text, stale in (
         (schema_source.render(schema_source.bundle(source)), ()),
         ("{}\n", ("charts/demo/values.schema.json",)),
+        ("not json", ("charts/demo/values.schema.json",)),
+        # the same schema laid out differently: the drift test's business, not a different schema
+        (json.dumps(schema_source.bundle(source)), ()),
     ):
         copy.write_text(text)
         engine._stale_copy_paths.cache_clear()

@@ -1,8 +1,16 @@
 """kvtier: the toolkit of the tiered KV-cache inference bundle."""
 
-from importlib.metadata import PackageNotFoundError, version
+from __future__ import annotations
 
-try:
-    __version__ = version("kvtier")
-except PackageNotFoundError:  # running from a source tree without installation
-    __version__ = "0.0.0+source"
+
+def __getattr__(name: str) -> str:
+    # Looked up on demand: importlib.metadata costs ~40 ms of every run's start, and only
+    # `kvtier --version` needs it.
+    if name != "__version__":
+        raise AttributeError(f"module 'kvtier' has no attribute {name!r}")
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("kvtier")
+    except PackageNotFoundError:  # running from a source tree without installation
+        return "0.0.0+source"

@@ -14,8 +14,17 @@ import pkgutil
 import sys
 from collections.abc import Sequence
 
-from kvtier import __version__, commands, exitcodes
+import kvtier
+from kvtier import commands, exitcodes
 from kvtier.errors import UserError
+
+
+class _Version(argparse.Action):
+    """Prints the version only when asked (the lookup reads package metadata: ~40 ms per run)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        print(f"kvtier {kvtier.__version__}")
+        parser.exit()
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -24,7 +33,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         prog="kvtier",
         description="Validate, size, check and exercise the tiered KV-cache inference bundle.",
     )
-    parser.add_argument("--version", action="version", version=f"kvtier {__version__}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     names = sorted(m.name for m in pkgutil.iter_modules(commands.__path__))
     if only in names:

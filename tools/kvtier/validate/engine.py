@@ -6,10 +6,8 @@ in parallel (all files at once) -> per render: Kubernetes schemas per minor, LMC
 
 from __future__ import annotations
 
-import os
+import json
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -21,39 +19,9 @@ from kvtier.validate import configs, crosspod, kube, loader, merge, podsecurity,
 from kvtier.validate.crosspod import CROSSPOD
 from kvtier.validate.deployed import release_values
 from kvtier.validate.findings import CURVINE, LMCACHE, POLICY, RULES, SCHEMA, UNAVAILABLE, FileReport, Finding
+from kvtier.validate.options import Options, collect
 
 PSS_LABEL = "pod-security.kubernetes.io/enforce"
-
-
-@dataclass
-class Options:
-    render: bool = True
-    helm_majors: tuple[int, ...] = (3, 4)
-    minors: tuple[str, ...] = kube.DEFAULT_MINORS
-    release: str = "kvtier"
-    namespace: str = "kvtier"
-    kube_context: str | None = None
-    kubeconfig: str | None = None
-    pod_security: dict[str, str] = field(default_factory=dict)
-    jobs: int = max(os.cpu_count() or 2, 2)
-    schema_source: Path | None = None
-
-
-def collect(args: list[str]) -> list[Path]:
-    """Files to validate: each FILE, every *.yaml/*.yml in each DIR; default values/."""
-    found: list[Path] = []
-    for arg in args or [str(paths.VALUES)]:
-        path = Path(arg)
-        if path.is_dir():
-            files = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
-            if not files:
-                raise UserError(f"{path}: no *.yaml values files in this directory")
-            found.extend(files)
-        elif path.exists():
-            found.append(path)
-        else:
-            raise UserError(f"{path}: no such file or directory")
-    return found
 
 
 def check_values(
@@ -93,16 +61,21 @@ def check_loaded(
 
 @cache
 def _stale_copy_paths() -> tuple[str, ...]:
-    """Charts whose values.schema.json is not what `kvtier generate` would write from schema/ (the same
-    bundle and render functions; the bundles are shared with the schema check, so this costs ~nothing)."""
+    """Charts whose values.schema.json does not hold the schema `kvtier generate` would bundle from
+    schema/ (the bundles are shared with the schema check). Compared as JSON documents: layout is the
+    drift test's business, a different schema is Helm's. Parsing costs ~ms; re-serialising with indent
+    in pure Python would cost ~0.2 s per run."""
     out = []
     for chart, source in schema_source.chart_sources().items():
         copy = paths.CHARTS / chart / "values.schema.json"
         try:
-            current = copy.read_text() if copy.is_file() else ""
-            expected = schema_source.render(schema_check.bundled(source))
+            expected = schema_check.bundled(source)
         except (OSError, UserError):
             continue  # an unreadable source is reported by the schema check itself
+        try:
+            current = json.loads(copy.read_text()) if copy.is_file() else None
+        except (OSError, ValueError):
+            current = None
         if current != expected:
             out.append(str(copy.relative_to(paths.ROOT)))
     return tuple(out)
@@ -135,10 +108,11 @@ def check_render(report: FileReport, renders: list[render.Render], options: Opti
         for m in r.manifests:
             unique.setdefault(repr(sorted(m.items(), key=str)), m)
     manifests = list(unique.values())
+    verdicts = [kube.check_minors(m, options.minors) for m in manifests]
     for minor in options.minors:
         findings, uncovered = [], set()
-        for m in manifests:
-            errors = kube.check(m, minor)
+        for m, verdict in zip(manifests, verdicts, strict=True):
+            errors = verdict[minor]
             if errors is None:
                 api, kind = str(m.get("apiVersion")), str(m.get("kind"))
                 if not kube.builtin_group(api):
@@ -221,8 +195,9 @@ def _blocked(report: FileReport, problem: str) -> str:
     return ""
 
 
-def validate(files: list[Path], options: Options) -> list[FileReport]:
-    """Every layer for every file. Renders start first, so Helm runs while the in-process layers do."""
+def validate(files: list[Path], options: Options, started: render.Started | None = None) -> list[FileReport]:
+    """Every layer for every file. Renders start first (or were started by the caller, `render.start`),
+    so Helm runs while the in-process layers do."""
     deployed = None
     if options.kube_context:
         deployed = release_values(
@@ -230,35 +205,27 @@ def validate(files: list[Path], options: Options) -> list[FileReport]:
         )
     if not options.render:
         return [check_values(path, options, deployed)[0] for path in files]
-    problem = render.ensure_dependencies()
-    kube_version = f"{options.minors[0]}.0"
-    with ThreadPoolExecutor(max_workers=options.jobs) as pool:
-        pending: list[list[Future[render.Render]]] = [
-            []
-            if problem
-            else [
-                pool.submit(render.render, path, major, options.release, options.namespace, kube_version)
-                for major in options.helm_majors
-            ]
-            for path in files
-        ]
-        warm = threading.Thread(target=_preload, args=(options,), daemon=True)
-        warm.start()  # load schemas while Helm renders
-        reports = [check_values(path, options, deployed)[0] for path in files]
-        warm.join()
-        for report, futures in zip(reports, pending, strict=True):
-            blocked = _blocked(report, problem)
-            renders = [f.result() for f in futures]  # a blocked file's renders are waited for, then dropped
-            if blocked:
-                for major in options.helm_majors:
-                    report.skip(f"render helm{major}", blocked)
-                if not report.fatal:
-                    check_render(report, [], options)
-                continue
-            for r in renders:
-                found = [render.finding(r, report.file)] if r.error else []
-                report.add(f"render helm{r.major}", found, "" if r.error else f"{len(r.manifests)} objects")
-            check_render(report, renders, options)
+    if started is None:
+        started = render.start(
+            files, options.helm_majors, options.release, options.namespace, options.kube_version, options.jobs
+        )
+    warm = threading.Thread(target=_preload, args=(options,), daemon=True)
+    warm.start()  # load schemas while Helm renders
+    reports = [check_values(path, options, deployed)[0] for path in files]
+    warm.join()
+    for report, futures in zip(reports, started.pending, strict=True):
+        blocked = _blocked(report, started.problem)
+        renders = [f.result() for f in futures]  # a blocked file's renders are waited for, then dropped
+        if blocked:
+            for major in options.helm_majors:
+                report.skip(f"render helm{major}", blocked)
+            if not report.fatal:
+                check_render(report, [], options)
+            continue
+        for r in renders:
+            found = [render.finding(r, report.file)] if r.error else []
+            report.add(f"render helm{r.major}", found, "" if r.error else f"{len(r.manifests)} objects")
+        check_render(report, renders, options)
     return reports
 
 

@@ -20,7 +20,10 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-DEFAULT_MINORS = ("1.30", "1.31", "1.32", "1.33", "1.34", "1.35")
+from kvtier.validate.options import DEFAULT_MINORS
+
+__all__ = ["DEFAULT_MINORS", "available_minors", "builtin_group", "check", "check_minors", "served_in"]
+
 _lock = threading.Lock()
 _results: dict[tuple[str, str], list[str]] = {}
 
@@ -33,6 +36,12 @@ def available_minors() -> list[str]:
 
 def _dir(minor: str) -> Any:
     return resources.files("kubernetes_validate") / "kubernetes-json-schema" / f"v{minor}.0-local-strict"
+
+
+@cache
+def _files(minor: str) -> frozenset[str]:
+    """The schema files of a minor, listed once (a stat per lookup is slow on network filesystems)."""
+    return frozenset(entry.name for entry in _dir(minor).iterdir())
 
 
 @cache
@@ -62,10 +71,10 @@ def _registry(minor: str) -> Registry:
 @cache
 def _schema(minor: str, api_version: str, kind: str) -> Draft202012Validator | None:
     """Validator of a kind at a minor, or None for a kind the version lacks."""
-    path = _dir(minor) / _file_for(api_version, kind)
-    if not path.is_file():
+    name = _file_for(api_version, kind)
+    if name not in _files(minor):
         return None
-    return Draft202012Validator(json.loads(path.read_text()), registry=_registry(minor))
+    return Draft202012Validator(json.loads((_dir(minor) / name).read_text()), registry=_registry(minor))
 
 
 _STRUCTURE = ("properties", "additionalProperties", "items", "$ref", "description", "readOnly")
@@ -87,57 +96,84 @@ def _own(node: dict[str, Any]) -> str:
     return text
 
 
-def _projection(node: Any, instance: Any, defs: dict[str, Any], out: list[str], depth: int = 0) -> None:
-    """Append everything of `node` that can decide the verdict for this `instance`: the schema as
-    this manifest sees it (properties it does not use, descriptions and annotations left out).
-    Two minors whose projections are equal give the same verdict, so only one is validated."""
-    if depth > 60 or not isinstance(node, dict):
-        out.append(repr(node))
-        return
-    ref = node.get("$ref")
-    if isinstance(ref, str):
-        name = ref.rpartition("/")[2]
-        out.append(name)
-        _projection(defs.get(name), instance, defs, out, depth + 1)
-    out.append(_own(node))
+Lane = tuple[Any, dict[str, Any], list[str]]  # (schema node, the minor's $defs, its projection so far)
+
+
+def _projections(lanes: list[Lane], instance: Any, depth: int = 0) -> None:
+    """Append to each lane's list everything of its schema node that can decide the verdict for this
+    `instance`: the schema as this manifest sees it (properties it does not use, descriptions and
+    annotations left out). There is one lane per minor, and all walk the manifest together, so each
+    part of it is visited once whatever the number of minors. Two minors whose projections are equal
+    give the same verdict, so only one is validated."""
+    followed: list[Lane] = []
+    objects: list[Lane] = []
+    for node, defs, out in lanes:
+        if depth > 60 or not isinstance(node, dict):
+            out.append(repr(node))
+            continue
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            name = ref.rpartition("/")[2]
+            out.append(name)
+            followed.append((defs.get(name), defs, out))
+        objects.append((node, defs, out))
+    if followed:
+        _projections(followed, instance, depth + 1)
+    for node, _, out in objects:
+        out.append(_own(node))
     if isinstance(instance, dict):
-        props = node.get("properties") or {}
-        extra = node.get("additionalProperties")
         for key in sorted(instance):
-            sub = props.get(key, extra)
-            out.append(("p:" if key in props else "x:") + key)
-            if isinstance(sub, dict):
-                _projection(sub, instance[key], defs, out, depth + 1)
-    elif isinstance(instance, list) and isinstance(node.get("items"), dict):
-        for item in instance:
-            _projection(node["items"], item, defs, out, depth + 1)
+            inner: list[Lane] = []
+            for node, defs, out in objects:
+                props = node.get("properties") or {}
+                sub = props.get(key, node.get("additionalProperties"))
+                out.append(("p:" if key in props else "x:") + key)
+                if isinstance(sub, dict):
+                    inner.append((sub, defs, out))
+            if inner:
+                _projections(inner, instance[key], depth + 1)
+    elif isinstance(instance, list):
+        inner = [(n["items"], defs, out) for n, defs, out in objects if isinstance(n.get("items"), dict)]
+        if inner:
+            for item in instance:
+                _projections(inner, item, depth + 1)
 
 
-def check(manifest: dict[str, Any], minor: str) -> list[str] | None:
-    """Error messages ("path: message") for one manifest at one minor; None when no schema exists."""
+def check_minors(manifest: dict[str, Any], minors: tuple[str, ...]) -> dict[str, list[str] | None]:
+    """Error messages ("path: message") for one manifest at each minor; None where no schema exists."""
     api_version, kind = str(manifest.get("apiVersion", "")), str(manifest.get("kind", ""))
     with _lock:  # functools.cache is not safe against concurrent first calls building the same entry
-        found = _schema(minor, api_version, kind)
-    if found is None:
-        return None
-    validator = found
+        validators = {minor: _schema(minor, api_version, kind) for minor in minors}
+    verdicts: dict[str, list[str] | None] = {m: None for m, v in validators.items() if v is None}
     # The same manifest at the same minor (Helm 3 and Helm 4 usually render identical objects) has
     # the same verdict: skip even the projection.
     manifest_hash = hashlib.sha256(json.dumps(manifest, sort_keys=True, default=str).encode()).hexdigest()
-    seen = _results.get((minor, manifest_hash))
-    if seen is not None:
-        return seen
-    projection: list[str] = []
-    _projection(validator.schema, manifest, _definitions(minor).get("$defs", {}), projection)
-    key = (hashlib.sha256("\n".join(projection).encode()).hexdigest(), manifest_hash)
-    if key not in _results:
-        errors = []
-        for error in validator.iter_errors(manifest):
-            where = ".".join(str(p) for p in error.absolute_path) or "(top)"
-            errors.append(f"{where}: {error.message[:300]}")
-        _results[key] = errors
-    _results[(minor, manifest_hash)] = _results[key]
-    return _results[key]
+    pending = []
+    for minor, validator in validators.items():
+        if validator is not None:
+            seen = _results.get((minor, manifest_hash))
+            if seen is None:
+                pending.append(minor)
+            else:
+                verdicts[minor] = seen
+    outs: dict[str, list[str]] = {minor: [] for minor in pending}
+    lanes = [(validators[m].schema, _definitions(m).get("$defs", {}), outs[m]) for m in pending]  # type: ignore[union-attr]
+    if lanes:
+        _projections(lanes, manifest)
+    for minor in pending:
+        key = (hashlib.sha256("\n".join(outs[minor]).encode()).hexdigest(), manifest_hash)
+        if key not in _results:
+            _results[key] = [
+                f"{'.'.join(str(p) for p in error.absolute_path) or '(top)'}: {error.message[:300]}"
+                for error in validators[minor].iter_errors(manifest)  # type: ignore[union-attr]
+            ]
+        verdicts[minor] = _results[(minor, manifest_hash)] = _results[key]
+    return verdicts
+
+
+def check(manifest: dict[str, Any], minor: str) -> list[str] | None:
+    """Error messages for one manifest at one minor; None when no schema exists."""
+    return check_minors(manifest, (minor,))[minor]
 
 
 def builtin_group(api_version: str) -> bool:
@@ -149,4 +185,4 @@ def builtin_group(api_version: str) -> bool:
 def served_in(api_version: str, kind: str) -> list[str]:
     """The minors (of those kubernetes-validate ships) whose schemas know this kind at this version."""
     name = _file_for(api_version, kind)
-    return [minor for minor in available_minors() if (_dir(minor) / name).is_file()]
+    return [minor for minor in available_minors() if name in _files(minor)]

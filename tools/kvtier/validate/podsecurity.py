@@ -6,10 +6,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from kvtier.validate.findings import POLICY
+from kvtier.validate.options import POD_SECURITY_LEVELS
 from kvtier.validate.policy import containers, pod_spec, subject, workloads
 from kvtier.validate.rules import Hit, ManifestsContext, rule
 
-LEVELS = ("restricted", "baseline", "privileged")
+LEVELS = POD_SECURITY_LEVELS
 # volume types a `restricted` pod may use
 RESTRICTED_VOLUMES = {
     "configMap",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 import subprocess
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,12 +39,28 @@ def ensure_dependencies(chart: Path | None = None) -> str:
     return ""
 
 
+# Document text -> parsed document. Helm 3 and 4, and environments, render many identical documents
+# (less than half of them are unique over values/): each is parsed once. Shared, so never mutated.
+_parsed: dict[str, Any] = {}
+_PARSED_MAX = 4096
+
+
+def _document(chunk: str) -> Any:
+    doc = _parsed.get(chunk)
+    if doc is None:
+        if len(_parsed) >= _PARSED_MAX:  # a long-lived process (the test suite) renders without end
+            _parsed.clear()
+        doc = _parsed[chunk] = yaml.load(chunk, Loader=_Loader)
+    return doc
+
+
 def split(text: str) -> tuple[list[dict[str, Any]], list[str]]:
-    """Documents of `helm template` output, with the template each came from."""
+    """Documents of `helm template` output, with the template each came from. The documents are
+    shared between renders: read them, never change them."""
     manifests, sources = [], []
     for chunk in re.split(r"^---\s*$", text, flags=re.M):
         source = re.search(r"^# Source: (.+)$", chunk, flags=re.M)
-        doc = yaml.load(chunk, Loader=_Loader)
+        doc = _document(chunk)
         if isinstance(doc, dict) and doc:
             manifests.append(doc)
             sources.append(source.group(1) if source else "")
@@ -85,6 +103,31 @@ def render(
     except yaml.YAMLError as error:
         return Render(major, error=f"Helm rendered invalid YAML: {error}")
     return Render(major, manifests, sources)
+
+
+@dataclass
+class Started:
+    """Every file's renders, running in the background: pending[i] holds file i's, one per major."""
+
+    problem: str  # why nothing is rendered (the chart's dependencies cannot be prepared); '' if none
+    pending: list[list[Future[Render]]]
+
+
+def start(
+    files: Sequence[Path], majors: Sequence[int], release: str, namespace: str, kube_version: str, jobs: int
+) -> Started:
+    """Start rendering every file with every major, `jobs` Helm processes at a time, and return at once:
+    Helm runs while the caller imports and runs the in-process checks."""
+    problem = ensure_dependencies()
+    if problem:
+        return Started(problem, [[] for _ in files])
+    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="helm")
+    pending = [
+        [pool.submit(render, path, major, release, namespace, kube_version) for major in majors]
+        for path in files
+    ]
+    pool.shutdown(wait=False)  # the queue still runs to the end; the workers exit after it
+    return Started("", pending)
 
 
 def finding(r: Render, file: str) -> Finding:

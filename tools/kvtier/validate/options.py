@@ -1,0 +1,50 @@
+"""What a `kvtier validate` run checks against. Kept free of heavy imports: the command reads these
+before it starts Helm, and Helm starts before the checkers are imported."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kvtier import paths
+from kvtier.errors import UserError
+
+DEFAULT_MINORS = ("1.30", "1.31", "1.32", "1.33", "1.34", "1.35")
+POD_SECURITY_LEVELS = ("restricted", "baseline", "privileged")  # least to most privileged
+
+
+@dataclass
+class Options:
+    render: bool = True
+    helm_majors: tuple[int, ...] = (3, 4)
+    minors: tuple[str, ...] = DEFAULT_MINORS
+    release: str = "kvtier"
+    namespace: str = "kvtier"
+    kube_context: str | None = None
+    kubeconfig: str | None = None
+    pod_security: dict[str, str] = field(default_factory=dict)
+    jobs: int = max(os.cpu_count() or 2, 2)
+    schema_source: Path | None = None
+
+    @property
+    def kube_version(self) -> str:
+        """The version Helm renders for (`--kube-version`): the oldest minor checked."""
+        return f"{self.minors[0]}.0"
+
+
+def collect(args: list[str]) -> list[Path]:
+    """Files to validate: each FILE, every *.yaml/*.yml in each DIR; default values/."""
+    found: list[Path] = []
+    for arg in args or [str(paths.VALUES)]:
+        path = Path(arg)
+        if path.is_dir():
+            files = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+            if not files:
+                raise UserError(f"{path}: no *.yaml values files in this directory")
+            found.extend(files)
+        elif path.exists():
+            found.append(path)
+        else:
+            raise UserError(f"{path}: no such file or directory")
+    return found
