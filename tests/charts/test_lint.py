@@ -89,6 +89,22 @@ def test_bumped_version_passes_both(repo: Path) -> None:
     assert run.returncode == 0, run.stdout[-3000:]
 
 
+def test_release_after_its_pre_release_is_a_bump_for_both(repo: Path) -> None:
+    """Semantic-version precedence, as ct's: 0.1.1 ranks above 0.1.1-rc.1 (a bare numeric compare of
+    the MAJOR.MINOR.PATCH core calls them equal and wrongly asks for a bump)."""
+    chart_yaml = repo / "charts" / "demo" / "Chart.yaml"
+    chart_yaml.write_text(chart_yaml.read_text().replace("0.1.0", "0.1.1-rc.1"))
+    _git(repo, "commit", "-qam", "demo 0.1.1-rc.1")
+    _git(repo, "update-ref", "refs/remotes/origin/main", "HEAD")
+    (repo / "charts" / "demo" / "values.yaml").write_text("# -- greeting\ngreeting: bonjour\n")
+    chart_yaml.write_text(chart_yaml.read_text().replace("0.1.1-rc.1", "0.1.1"))
+    run = _kvtier_lint(repo)
+    assert run.returncode == 0 and _ct_exit(run.stdout) == 0, run.stdout[-3000:]
+    chart_yaml.write_text(chart_yaml.read_text().replace("0.1.1", "0.1.1-rc.0"))
+    run = _kvtier_lint(repo)
+    assert "version 0.1.1-rc.0 is not above 0.1.1-rc.1" in run.stdout and _ct_exit(run.stdout) == 1
+
+
 @pytest.mark.parametrize(
     ("file", "text", "kvtier_says"),
     [

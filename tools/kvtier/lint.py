@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from kvtier import helm, paths, toolchain
+from kvtier import helm, paths, toolchain, versioning
 from kvtier.errors import UserError
 
 ETC = paths.ROOT / ".tools" / "etc"
@@ -69,6 +69,10 @@ def charts() -> list[Path]:
 
 
 def _version_bump(chart: Path, remote: str, branch: str) -> str:
+    """ct's version check, with ct's notion of "changed": any tracked file under the chart that differs
+    from the merge base (ct ignores .helmignore unless `use-helmignore`), old version from the target
+    branch's tip. `kvtier package` asks a different question (would the packaged chart differ?), hence
+    versioning.changed_without_bump; both order versions with versioning.SemVer."""
     rel = chart.relative_to(paths.ROOT)
     base = _git("merge-base", f"{remote}/{branch}", "HEAD").stdout.strip()
     changed = _git("diff", "--name-only", base, "--", str(rel)).stdout.strip() if base else "?"
@@ -78,21 +82,13 @@ def _version_bump(chart: Path, remote: str, branch: str) -> str:
     if old.returncode != 0:
         return "skipped: new chart (not on the target branch)"
     try:
-        before = str((yaml.safe_load(old.stdout) or {}).get("version"))
-        now = str((yaml.safe_load((chart / "Chart.yaml").read_text()) or {}).get("version"))
-    except yaml.YAMLError as error:
-        return f"cannot read Chart.yaml versions: {error}"
-    if _semver(now) <= _semver(before):
+        before = versioning.SemVer.parse(str((yaml.safe_load(old.stdout) or {}).get("version")))
+        now = versioning.SemVer.parse(str(versioning.chart_meta(chart)["version"]))
+    except (yaml.YAMLError, ValueError, UserError) as error:
+        return f"cannot compare Chart.yaml versions: {error}"
+    if now <= before:
         return f"chart changed but version {now} is not above {before} on {remote}/{branch}: bump it"
     return "ok"
-
-
-def _semver(text: str) -> tuple[int, ...]:
-    core = text.split("-")[0].split("+")[0]
-    try:
-        return tuple(int(p) for p in core.split("."))
-    except ValueError:
-        return (-1,)
 
 
 def _yamale(chart_yaml: Path) -> str:
