@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from kvtier import __version__, cli, exitcodes
+from kvtier import __version__, cli, exitcodes, paths
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -52,3 +52,16 @@ def test_only_the_chosen_command_module_is_imported() -> None:
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "['kvtier.commands.generate']"
+
+
+def test_a_reader_that_goes_away_ends_the_run_quietly() -> None:
+    """`kvtier validate --output json | head -1`: exit 141 like Unix tools, no traceback."""
+    command = [sys.executable, "-m", "kvtier.cli", "validate", "--no-render", "--output", "json", "values/"]
+    with subprocess.Popen(
+        command, cwd=paths.ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as process:
+        assert process.stdout is not None and process.stderr is not None
+        process.stdout.close()  # the reader is gone before the report is written
+        error = process.stderr.read()
+    assert process.returncode == 141, error
+    assert "Traceback" not in error
