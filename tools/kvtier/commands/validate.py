@@ -47,6 +47,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--output", choices=("table", "json"), default="table", help="report format")
     p.add_argument("--no-render", action="store_true", help="only the schema and rules layers (no Helm)")
+    p.add_argument(
+        "--list-rules",
+        action="store_true",
+        help="print every cross-field and policy rule (id, why, fix) and exit",
+    )
     p.add_argument("--helm", default="3,4", help="Helm majors to render with (default 3,4)")
     p.add_argument(
         "--kube-versions",
@@ -82,7 +87,30 @@ def run(args: argparse.Namespace) -> int:
             gc.enable()
 
 
+def _list_rules(output: str) -> int:
+    import json
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from kvtier.validate import rules
+
+    catalogue = rules.catalogue()
+    if output == "json":
+        print(json.dumps(catalogue, indent=2))
+        return 0
+    table = Table(title="kvtier validate rules", title_justify="left")
+    for column in ("id", "reads", "reported under", "why", "what to do"):
+        table.add_column(column, overflow="fold")
+    for r in catalogue:
+        table.add_row(r["id"], r["scope"], r["row"], r["reason"], r["remedy"])
+    Console(width=max(Console().width, 140)).print(table)
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
+    if args.list_rules:
+        return _list_rules(args.output)
     majors = helm.majors(args.helm)
     options = Options(
         render=not args.no_render,

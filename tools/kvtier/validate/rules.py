@@ -129,4 +129,38 @@ def _select(scope: str, only: Iterable[str] | None) -> Iterator[Rule]:
             yield r
 
 
-__all__ = ["POLICY", "Hit", "ManifestsContext", "Rule", "ValuesContext", "all_rules", "rule"]
+def catalogue() -> list[dict[str, str]]:
+    """Every rule as plain data (id, what it reads, summary row, reason, remedy), values rules first."""
+    ordered = sorted(all_rules().values(), key=lambda r: (r.scope != "values", r.id))
+    return [
+        {"id": r.id, "scope": r.scope, "row": r.check_name, "reason": r.reason, "remedy": r.remedy}
+        for r in ordered
+    ]
+
+
+def catalogue_markdown() -> str:
+    """The catalogue as a Markdown table (docs/validate.md; written by `kvtier generate`)."""
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| id | reads | reported under | why | what to do |", "|---|---|---|---|---|"]
+    for r in catalogue():
+        reads = "the effective values" if r["scope"] == "values" else "the rendered objects"
+        lines.append(
+            f"| `{r['id']}` | {reads} | {cell(r['row'])} | {cell(r['reason'])} | {cell(r['remedy'])} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+__all__ = [
+    "POLICY",
+    "Hit",
+    "ManifestsContext",
+    "Rule",
+    "ValuesContext",
+    "all_rules",
+    "catalogue",
+    "catalogue_markdown",
+    "rule",
+]
