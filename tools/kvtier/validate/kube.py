@@ -144,20 +144,20 @@ def check_minors(manifest: dict[str, Any], minors: tuple[str, ...]) -> dict[str,
     api_version, kind = str(manifest.get("apiVersion", "")), str(manifest.get("kind", ""))
     with _lock:  # functools.cache is not safe against concurrent first calls building the same entry
         validators = {minor: _schema(minor, api_version, kind) for minor in minors}
-    verdicts: dict[str, list[str] | None] = {m: None for m, v in validators.items() if v is None}
+    present = {minor: v for minor, v in validators.items() if v is not None}
+    verdicts: dict[str, list[str] | None] = {minor: None for minor in validators if minor not in present}
     # The same manifest at the same minor (Helm 3 and Helm 4 usually render identical objects) has
     # the same verdict: skip even the projection.
     manifest_hash = hashlib.sha256(json.dumps(manifest, sort_keys=True, default=str).encode()).hexdigest()
     pending = []
-    for minor, validator in validators.items():
-        if validator is not None:
-            seen = _results.get((minor, manifest_hash))
-            if seen is None:
-                pending.append(minor)
-            else:
-                verdicts[minor] = seen
+    for minor in present:
+        seen = _results.get((minor, manifest_hash))
+        if seen is None:
+            pending.append(minor)
+        else:
+            verdicts[minor] = seen
     outs: dict[str, list[str]] = {minor: [] for minor in pending}
-    lanes = [(validators[m].schema, _definitions(m).get("$defs", {}), outs[m]) for m in pending]  # type: ignore[union-attr]
+    lanes = [(present[m].schema, _definitions(m).get("$defs", {}), outs[m]) for m in pending]
     if lanes:
         _projections(lanes, manifest)
     for minor in pending:
@@ -165,7 +165,7 @@ def check_minors(manifest: dict[str, Any], minors: tuple[str, ...]) -> dict[str,
         if key not in _results:
             _results[key] = [
                 f"{'.'.join(str(p) for p in error.absolute_path) or '(top)'}: {error.message[:300]}"
-                for error in validators[minor].iter_errors(manifest)  # type: ignore[union-attr]
+                for error in present[minor].iter_errors(manifest)
             ]
         verdicts[minor] = _results[(minor, manifest_hash)] = _results[key]
     return verdicts
