@@ -19,14 +19,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from kvtier.unittest_plugin.reference import mirror_chart
+from kvtier.unittest_plugin.reference import isolated_pytest, mirror_chart
 
 ROOT = Path(__file__).resolve().parents[1]
 HELM_UNITTEST = ROOT / ".tools" / "bin" / "helm-unittest"
 
 
-def _timed(cmd: list[str], cwd: Path) -> tuple[float, int]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
+def _timed(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[float, int]:
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, check=False)
     return time.perf_counter() - start, proc.returncode
@@ -50,18 +49,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         copies = [mirror_chart(chart, Path(tmp) / "repo", ROOT) for chart in charts]
         real_cmd = [str(HELM_UNITTEST), "-f", "tests/*_test.yaml", *map(str, copies)]
-        plugin_cmd = [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-c",
-            os.devnull,
-            "--rootdir",
-            tmp,
-            "-q",
-            "-p",
-            "no:cacheprovider",
-        ]
+        plugin_cmd, plugin_env = isolated_pytest(tmp)
+        plugin_cmd.append("-q")
         for copy in copies:
             plugin_cmd += ["--helm-unittest-root", str(copy)]
         plugin_cmd += ["--helm-unittest-no-batch"] if args.no_batch else []
@@ -70,7 +59,7 @@ def main() -> int:
         for i in range(args.repeat):
             seconds, rc_real = _timed(real_cmd, Path(tmp))
             real.append(seconds)
-            seconds, rc_ours = _timed(plugin_cmd, Path(tmp))
+            seconds, rc_ours = _timed(plugin_cmd, Path(tmp), plugin_env)
             ours.append(seconds)
             print(f"run {i + 1}: helm-unittest {real[-1]:.2f} s (exit {rc_real}), ", end="")
             print(f"plugin {ours[-1]:.2f} s (exit {rc_ours})")

@@ -8,17 +8,15 @@ plugin is checked against them even where helm-unittest is not built.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from kvtier import paths
-from kvtier.unittest_plugin.reference import junit_verdicts, mirror_chart
+from kvtier.unittest_plugin.reference import isolated_pytest, junit_verdicts, mirror_chart
 
 CORPUS = paths.ROOT / "tests" / "unittest_corpus"
 CHARTS = [paths.CHARTS / "curvine", paths.CHARTS / "kv-tiered-inference", CORPUS / "corpus"]
@@ -51,20 +49,9 @@ def helm_unittest_verdicts(chart: Path, workdir: Path) -> dict[tuple[str, str, i
 def plugin_verdicts(chart: Path, workdir: Path, *extra: str) -> dict[tuple[str, str, int], str]:
     """Run the plugin in a hermetic pytest: the chart as the only path, no ini file, no inherited addopts."""
     report = workdir / "plugin.json"
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-c",
-        os.devnull,
-        "--rootdir",
-        str(chart),
-        "-q",
-        "-p",
-        "no:cacheprovider",
-    ]
-    cmd += ["--helm-unittest-root", str(chart), "--helm-unittest-report", str(report), *extra, str(chart)]
+    cmd, env = isolated_pytest(chart)
+    cmd += ["-q", "--helm-unittest-root", str(chart), "--helm-unittest-report", str(report)]
+    cmd += [*extra, str(chart)]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=chart, env=env, timeout=600, check=False)
     assert report.is_file(), f"plugin run wrote no report:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     rows = [(r["suite"], r["it"], r["outcome"]) for r in json.loads(report.read_text())]

@@ -7,15 +7,14 @@ running cases needs the pinned Helm 3.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from kvtier import paths
+from kvtier.unittest_plugin.reference import isolated_pytest
 
 CORPUS = paths.ROOT / "tests" / "unittest_corpus" / "corpus"
 HELM3 = paths.TOOLS_BIN / "helm3"
@@ -27,18 +26,7 @@ def chart(tmp_path: Path) -> Path:
 
 
 def pytest_in(chart: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-c",
-        os.devnull,
-        "--rootdir",
-        str(chart),
-        "-p",
-        "no:cacheprovider",
-    ]
+    cmd, env = isolated_pytest(chart)
     return subprocess.run(
         [*cmd, *args], cwd=chart, env=env, capture_output=True, text=True, timeout=600, check=False
     )

@@ -1,12 +1,15 @@
-"""Working beside the real helm-unittest: a scratch mirror of the checkout and its JUnit verdicts.
+"""Working beside the real helm-unittest: a scratch mirror of the checkout, its JUnit verdicts, and the
+plugin's own run in a pytest that inherits nothing.
 
-Shared by the comparison test, the corpus recorder and the benchmark, so all three run the reference
-tool on the same layout and read its verdicts the same way.
+Shared by the comparison test, the corpus recorder, the plugin's tests and the benchmark, so all run
+both tools on the same layout and in the same way.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -42,3 +45,11 @@ def junit_verdicts(report: Path) -> list[tuple[str, str, str]]:
                 verdict = "skipped"
             rows.append((suite.get("name", ""), case.get("name", ""), verdict))
     return rows
+
+
+def isolated_pytest(rootdir: Path | str) -> tuple[list[str], dict[str, str]]:
+    """A pytest command (add arguments to it) and its environment that see only what they are given:
+    no ini file, no cache, none of the caller's PYTEST_ADDOPTS or PYTEST_PLUGINS."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
+    command = [sys.executable, "-m", "pytest", "-c", os.devnull, "--rootdir", str(rootdir)]
+    return [*command, "-p", "no:cacheprovider"], env
