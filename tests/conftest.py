@@ -31,7 +31,8 @@ def _need(condition: bool, why: str) -> None:
     pytest.skip(why)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def need():
-    """`need(condition, why)`: a test's prerequisite (a built tool, a running cluster)."""
+    """`need(condition, why)`: a prerequisite (a built tool, a running cluster) of a test or of a
+    session-wide fixture such as the cluster's."""
     return _need

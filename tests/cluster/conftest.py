@@ -28,19 +28,10 @@ CLUSTER_NAME = os.environ.get("KVTIER_TEST_CLUSTER") or f"{SESSION_PREFIX}{os.ge
 START_TIMEOUT = float(os.environ.get("KVTIER_CLUSTER_TIMEOUT", "300"))
 
 
-def _need(condition: bool, why: str) -> None:
-    """Session-scoped twin of tests/conftest.py's `need`: skip locally, fail under CI."""
-    if condition:
-        return
-    if os.environ.get("CI"):
-        pytest.fail(f"prerequisite missing in CI: {why}", pytrace=False)
-    pytest.skip(why)
-
-
 @pytest.fixture(scope="session")
-def kube_cluster_info() -> Iterator[lifecycle.ClusterInfo]:
+def kube_cluster_info(need) -> Iterator[lifecycle.ClusterInfo]:
     absent = binaries.missing()
-    _need(not absent, f"control-plane binaries not built ({', '.join(absent)}): run `make cluster-tools`")
+    need(not absent, f"control-plane binaries not built ({', '.join(absent)}): run `make cluster-tools`")
     with sharing.shared(
         CLUSTER_NAME, START_TIMEOUT, keep=bool(os.environ.get("KVTIER_KEEP_CLUSTER"))
     ) as info:
@@ -66,9 +57,9 @@ def kube_rest(kube_api: client.ApiClient) -> Rest:
 
 
 @pytest.fixture(scope="session")
-def hyperpod_crds(kube_rest: Rest) -> list[str]:
+def hyperpod_crds(kube_rest: Rest, need) -> list[str]:
     """The HyperPod Inference Operator's real CRDs, installed (conversion webhook removed); their names."""
-    _need(hyperpod.fixtures_dir().is_dir(), f"HyperPod CRD fixtures not found at {hyperpod.fixtures_dir()}")
+    need(hyperpod.fixtures_dir().is_dir(), f"HyperPod CRD fixtures not found at {hyperpod.fixtures_dir()}")
     return hyperpod.install_crds(kube_rest)
 
 
