@@ -30,7 +30,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from kvtier import paths, toolchain
+from kvtier import paths
 from kvtier.errors import UserError
 from kvtier.validate import engine, render
 
@@ -39,20 +39,8 @@ TARGET = 1.3
 
 def helm_commands(files: list[Path], options: engine.Options) -> list[list[str]]:
     """The exact `helm template` commands `kvtier validate` runs for these files."""
-    chart = paths.CHARTS / "kv-tiered-inference"
     return [
-        [
-            str(toolchain.helm(major)),
-            "template",
-            options.release,
-            str(chart),
-            "-f",
-            str(f),
-            "--namespace",
-            options.namespace,
-            "--kube-version",
-            f"{options.minors[0]}.0",
-        ]
+        render.command(f, major, options.release, options.namespace, options.kube_version)
         for f in files
         for major in options.helm_majors
     ]

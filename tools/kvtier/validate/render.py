@@ -76,11 +76,12 @@ def clean_error(stderr: str) -> str:
     return text[:800]
 
 
-def render(
+def command(
     values_file: Path, major: int, release: str, namespace: str, kube_version: str, chart: Path | None = None
-) -> Render:
+) -> list[str]:
+    """The `helm template` command line of one render (also what bench/validate_bench.py times)."""
     chart = chart or paths.CHARTS / UMBRELLA
-    command = [
+    return [
         str(toolchain.helm(major)),
         "template",
         release,
@@ -92,8 +93,18 @@ def render(
         "--kube-version",
         kube_version,
     ]
+
+
+def render(
+    values_file: Path, major: int, release: str, namespace: str, kube_version: str, chart: Path | None = None
+) -> Render:
     try:
-        run = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
+        run = subprocess.run(
+            command(values_file, major, release, namespace, kube_version, chart),
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+        )
     except subprocess.TimeoutExpired:
         return Render(major, error=f"helm template took more than {TIMEOUT_S} s")
     if run.returncode != 0:
