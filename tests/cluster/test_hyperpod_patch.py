@@ -34,7 +34,7 @@ PATCH_ENV = {
     "LMCACHE_CHUNK_SIZE": "256",
     "PYTHONHASHSEED": "0",
 }
-POLICY_WAIT = 60.0  # seconds for the API server's policy informers to pick up a new policy
+POLICY_WAIT = 60.0  # seconds for the API server's informers to pick up a new policy or RBAC binding
 # The test cluster is shared with other suites: leave out Curvine's one-per-cluster CSIDriver `curvine`
 # (the patch does not involve the CSI driver; the StorageClass and the L2 claim stay).
 SHARED_CLUSTER = ("--set", "curvine.csi.enabled=false")
@@ -102,6 +102,28 @@ class Cluster:
         role_ref = {"kind": "Role", "name": "fake-operator", "apiGroup": "rbac.authorization.k8s.io"}
         body = {"metadata": {"name": "fake-operator"}, "subjects": [subject], "roleRef": role_ref}
         self.admin.post(f"{rbac}/rolebindings", body)
+        # The authorizer reads RBAC from informers, so a new binding takes a moment to count: ask the
+        # API server until it says the operator may create Deployments here (a 403 came otherwise).
+        review = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {
+                "user": OPERATOR,
+                "resourceAttributes": {
+                    "namespace": namespace,
+                    "verb": "create",
+                    "group": "apps",
+                    "resource": "deployments",
+                },
+            },
+        }
+        reviews = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+        deadline = time.monotonic() + POLICY_WAIT
+        while not self.admin.post(reviews, review)["status"].get("allowed"):
+            assert time.monotonic() < deadline, (
+                f"the operator's grant was not in force after {POLICY_WAIT:.0f}s"
+            )
+            time.sleep(0.5)
 
     def create(self, namespace: str, body: dict[str, Any], as_operator: bool = True, dry_run: bool = False):
         """POST a Deployment; returns what the API server stored (or would store, for a dry run)."""
