@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -54,6 +55,33 @@ def kube_api(kube_cluster: Path) -> client.ApiClient:
 def kube_rest(kube_api: client.ApiClient) -> Rest:
     """Plain-JSON requests to the test cluster (kvtier.cluster.rest.Rest), sharing kube_api's connection."""
     return Rest(kube_api)
+
+
+RBAC_WAIT = 60.0  # seconds for the authorizer's RBAC informers to see a new binding
+
+
+@pytest.fixture(scope="session")
+def wait_authorized(kube_rest: Rest) -> Callable[..., None]:
+    """`wait_authorized(user, namespace, verb, resource, group="")` returns once the API server allows
+    it. The authorizer reads RBAC from informers, so a binding just made takes a moment to count; a
+    test that acts at once gets a 403 now and then."""
+
+    def wait(user: str, namespace: str, verb: str, resource: str, group: str = "") -> None:
+        attributes = {"namespace": namespace, "verb": verb, "group": group, "resource": resource}
+        review = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {"user": user, "resourceAttributes": attributes},
+        }
+        reviews = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+        deadline = time.monotonic() + RBAC_WAIT
+        while not kube_rest.post(reviews, review)["status"].get("allowed"):
+            assert time.monotonic() < deadline, (
+                f"{user} still may not {verb} {resource} after {RBAC_WAIT:.0f}s"
+            )
+            time.sleep(0.5)
+
+    return wait
 
 
 @pytest.fixture(scope="session")

@@ -34,7 +34,7 @@ PATCH_ENV = {
     "LMCACHE_CHUNK_SIZE": "256",
     "PYTHONHASHSEED": "0",
 }
-POLICY_WAIT = 60.0  # seconds for the API server's informers to pick up a new policy or RBAC binding
+POLICY_WAIT = 60.0  # seconds for the API server's policy informers to pick up a new policy
 # The test cluster is shared with other suites: leave out Curvine's one-per-cluster CSIDriver `curvine`
 # (the patch does not involve the CSI driver; the StorageClass and the L2 claim stay).
 SHARED_CLUSTER = ("--set", "curvine.csi.enabled=false")
@@ -86,9 +86,10 @@ def operator_deployment(name: str, vllm_index: int = 0) -> dict[str, Any]:
 class Cluster:
     """Plain-JSON API access as the test's admin and as the operator's service account (impersonated)."""
 
-    def __init__(self, kubeconfig: Path, admin: Rest) -> None:
+    def __init__(self, kubeconfig: Path, admin: Rest, wait_authorized: Callable[..., None]) -> None:
         self.kubeconfig = kubeconfig
         self.admin = admin
+        self.wait_authorized = wait_authorized
         impersonating = config.new_client_from_config(config_file=str(kubeconfig))
         impersonating.set_default_header("Impersonate-User", OPERATOR)
         self.operator = Rest(impersonating)
@@ -102,28 +103,7 @@ class Cluster:
         role_ref = {"kind": "Role", "name": "fake-operator", "apiGroup": "rbac.authorization.k8s.io"}
         body = {"metadata": {"name": "fake-operator"}, "subjects": [subject], "roleRef": role_ref}
         self.admin.post(f"{rbac}/rolebindings", body)
-        # The authorizer reads RBAC from informers, so a new binding takes a moment to count: ask the
-        # API server until it says the operator may create Deployments here (a 403 came otherwise).
-        review = {
-            "apiVersion": "authorization.k8s.io/v1",
-            "kind": "SubjectAccessReview",
-            "spec": {
-                "user": OPERATOR,
-                "resourceAttributes": {
-                    "namespace": namespace,
-                    "verb": "create",
-                    "group": "apps",
-                    "resource": "deployments",
-                },
-            },
-        }
-        reviews = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
-        deadline = time.monotonic() + POLICY_WAIT
-        while not self.admin.post(reviews, review)["status"].get("allowed"):
-            assert time.monotonic() < deadline, (
-                f"the operator's grant was not in force after {POLICY_WAIT:.0f}s"
-            )
-            time.sleep(0.5)
+        self.wait_authorized(OPERATOR, namespace, "create", "deployments", "apps")
 
     def create(self, namespace: str, body: dict[str, Any], as_operator: bool = True, dry_run: bool = False):
         """POST a Deployment; returns what the API server stored (or would store, for a dry run)."""
@@ -154,12 +134,12 @@ class Cluster:
 
 
 @pytest.fixture
-def cluster(kube_cluster: Path, kube_rest: Rest, hyperpod_crds: list[str], need) -> Cluster:
+def cluster(kube_cluster: Path, kube_rest: Rest, hyperpod_crds: list[str], need, wait_authorized) -> Cluster:
     need((paths.TOOLS_BIN / "helm3").exists(), "pinned Helm 3 not built (make tools)")
     need((CHART / "Chart.yaml").exists(), "umbrella chart charts/kv-tiered-inference not present yet")
     assert hyperpod_fields.CRD_NAME in hyperpod_crds
     helm.build_dependencies(CHART)
-    return Cluster(kube_cluster, kube_rest)
+    return Cluster(kube_cluster, kube_rest, wait_authorized)
 
 
 @pytest.fixture

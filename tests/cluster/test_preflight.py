@@ -95,7 +95,7 @@ def test_rbac_passes_for_the_admin(env: Path, ns: str, kube_rest: Rest) -> None:
 
 
 @pytest.fixture
-def narrow_user(kube_rest: Rest, kube_cluster: Path, ns: str, tmp_path: Path) -> Rest:
+def narrow_user(kube_rest: Rest, kube_cluster: Path, ns: str, tmp_path: Path, wait_authorized) -> Rest:
     """A service account that may only create ConfigMaps in `ns`, as a client with its own token."""
     kube_rest.post(f"/api/v1/namespaces/{ns}/serviceaccounts", {"metadata": {"name": "narrow"}})
     rule = {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}
@@ -109,6 +109,7 @@ def narrow_user(kube_rest: Rest, kube_cluster: Path, ns: str, tmp_path: Path) ->
         "subjects": [{"kind": "ServiceAccount", "name": "narrow", "namespace": ns}],
     }
     kube_rest.post(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings", binding)
+    wait_authorized(f"system:serviceaccount:{ns}:narrow", ns, "create", "configmaps")
     token = kube_rest.post(
         f"/api/v1/namespaces/{ns}/serviceaccounts/narrow/token", {"spec": {"expirationSeconds": 600}}
     )["status"]["token"]
