@@ -39,8 +39,8 @@ publish: tools
 	$(VENV)/bin/kvtier package --registry "$(REGISTRY)" $(PUBLISH_FLAGS)
 
 lint: tools
-	$(VENV)/bin/ruff check tools tests bench
-	$(VENV)/bin/ruff format --check tools tests bench
+	$(VENV)/bin/ruff check tools tests benchmarks
+	$(VENV)/bin/ruff format --check tools tests benchmarks
 	$(VENV)/bin/mypy
 	$(VENV)/bin/kvtier lint --ct
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the real-engine rig (tests/engine/, bench/) into its own venv, so torch and vLLM never
+# Installs the real-engine rig (tests/engine/, benchmarks/) into its own venv, so torch and vLLM never
 # touch the toolkit's .venv. The venv is built once per set of versions (toolchain/versions.env) in
 # the cache outside the repo ($KVTIER_CACHE, default ~/.cache/kvtier/engine/<versions>), like the Go
 # tools, and linked as .venv-engine (git-ignored). Idempotent: a stamped venv is only linked.

@@ -11,7 +11,7 @@ import pytest
 from curvine_scenarios import names, values_files
 from render import NAMESPACE, find, helm_bin, render_docs
 
-from kvtier import curvine_config
+from kvtier.upstream import curvine_config
 
 
 def rendered(need, **kwargs: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:

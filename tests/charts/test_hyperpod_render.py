@@ -18,8 +18,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from kvtier import helm, hyperpod_fields, paths
+from kvtier import helm, paths
 from kvtier.cluster import hyperpod as hyperpod_crds
+from kvtier.upstream import hyperpod_fields
 
 CHART = paths.CHARTS / "kv-tiered-inference"
 ENV = paths.VALUES / "hyperpod-g6e-4xlarge.yaml"
@@ -167,7 +168,7 @@ def test_field_list_for_preflight_equals_what_the_chart_renders(render) -> None:
         for endpoint in kinds(docs, "InferenceEndpointConfig"):
             rendered |= {p for p in used_paths(endpoint["spec"], "spec")}
     listed = {f.path for f in hyperpod_fields.FIELDS}
-    assert rendered - listed == set(), "rendered but missing from tools/kvtier/hyperpod_fields.py"
+    assert rendered - listed == set(), "rendered but missing from tools/kvtier/upstream/hyperpod_fields.py"
     assert listed - rendered == set(), "listed in hyperpod_fields.py but never rendered"
 
 

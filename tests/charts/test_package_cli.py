@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from kvtier import helm, package, paths
+from kvtier import helm, paths
 from kvtier.errors import UserError
-from kvtier.registry import Registry, is_loopback, tag
-from kvtier.versioning import chart_meta, packaged
+from kvtier.publish import package
+from kvtier.publish.registry import Registry, is_loopback, tag
+from kvtier.publish.versioning import chart_meta, packaged
 
 
 def _chart(root: Path, name: str, deps: tuple[str, ...] = ()) -> None:

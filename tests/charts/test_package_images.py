@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from kvtier import changelog, helm, paths
+from kvtier import helm, paths
+from kvtier.publish import changelog
 
 CHARTS = ("curvine", "kv-tiered-inference")
 

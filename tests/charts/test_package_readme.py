@@ -1,4 +1,4 @@
-"""README values tables come from values.yaml comments through the pinned helm-docs (kvtier.readme).
+"""README values tables come from values.yaml comments through the pinned helm-docs (kvtier.generate.readme).
 
 The drift check itself is tests/unit/test_generated_files.py (kvtier generate --check covers the
 READMEs); these tests show the generator is real: a comment change changes the table, a broken
@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from kvtier import paths, readme
+from kvtier import paths
 from kvtier.errors import UserError
+from kvtier.generate import readme
 
 TEMPLATE = """\
 # {{ template "chart.name" . }}

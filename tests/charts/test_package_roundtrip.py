@@ -18,8 +18,9 @@ import pytest
 import requests
 import yaml
 
-from kvtier import paths, registry_server
-from kvtier.registry import Registry
+from kvtier import paths
+from kvtier.publish import registry_server
+from kvtier.publish.registry import Registry
 
 USER, PASSWORD = "publisher", "s3cret-for-loopback-only"
 CHARTS = ("curvine", "kv-tiered-inference")

@@ -33,7 +33,7 @@ def lmcache(need):
         import lmcache.v1.config  # noqa: F401
     except ImportError:
         need(False, "PyPI lmcache not installed (pip install --no-deps lmcache; plus pyyaml, requests)")
-    from kvtier import lmcache_config
+    from kvtier.upstream import lmcache_config
 
     return lmcache_config
 

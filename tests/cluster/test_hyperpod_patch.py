@@ -20,8 +20,9 @@ import pytest
 import yaml
 from kubernetes import config
 
-from kvtier import helm, hyperpod_fields, paths
+from kvtier import helm, paths
 from kvtier.cluster.rest import ApiException, Rest
+from kvtier.upstream import hyperpod_fields
 
 CHART = paths.CHARTS / "kv-tiered-inference"
 ENV = paths.VALUES / "hyperpod-g6e-4xlarge.yaml"

@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kvtier import paths, registry_server
-from kvtier.registry import Registry
+from kvtier import paths
+from kvtier.publish import registry_server
+from kvtier.publish.registry import Registry
 
 USER, PASSWORD = "publisher", "loopback-only-password"
 UMBRELLA = "kv-tiered-inference"

@@ -1,11 +1,11 @@
-"""kvtier.curvine_config: the known key set of Curvine v0.4.1 and the checks of a rendered TOML."""
+"""kvtier.upstream.curvine_config: the known key set of Curvine v0.4.1 and the checks of a rendered TOML."""
 
 from __future__ import annotations
 
 import pytest
 
-from kvtier import curvine_config as cc
 from kvtier.errors import UserError
+from kvtier.upstream import curvine_config as cc
 
 GOOD = """
 cluster_id = "curvine"

@@ -7,15 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from kvtier import plan, plan_inputs
 from kvtier.cli import main
 from kvtier.errors import UserError
-from kvtier.plan_data import GIB, REFERENCE
+from kvtier.plan import capacity
+from kvtier.plan import inputs as plan_inputs
+from kvtier.plan.facts import GIB, REFERENCE
 
-QWEN = plan.known_model("Qwen/Qwen2-7B-Instruct")
+QWEN = capacity.known_model("Qwen/Qwen2-7B-Instruct")
 
 
-def qwen() -> plan.ModelSpec:
+def qwen() -> capacity.ModelSpec:
     assert QWEN is not None
     return QWEN
 
@@ -27,7 +28,7 @@ def test_qwen2_kv_bytes_per_token_is_57344() -> None:
 def test_reference_l2_read_of_1925_tokens() -> None:
     nbytes = 1925 * qwen().kv_bytes_per_token(2)
     assert nbytes / GIB == pytest.approx(0.1028, abs=0.00005)  # the reference's "GB" are GiB
-    timing = plan.reference_timing()
+    timing = capacity.reference_timing()
     assert timing.read_ms(nbytes) == pytest.approx(55.75, rel=0.05)  # at 1.84 GiB/s
     assert timing.write_ms(nbytes) == pytest.approx(10.7, rel=0.05)  # at 9.6 GiB/s
 
@@ -39,8 +40,8 @@ def test_calibrated_speedups_match_reference_or_explain() -> None:
     are independent predictions; 3k is outside 20% and must come with the missing term.
     """
     bpt = qwen().kv_bytes_per_token(2)
-    timing = plan.calibrate(plan.reference_timing(), 774.0, 2500)
-    rows = {r["tokens"]: r for r in plan.reference_check(timing, bpt)}
+    timing = capacity.calibrate(capacity.reference_timing(), 774.0, 2500)
+    rows = {r["tokens"]: r for r in capacity.reference_check(timing, bpt)}
     for tokens, measured in ((1000, 1.7), (2500, 2.7), (3000, 2.2)):
         row = rows[tokens]
         assert row["measured"] == measured
@@ -53,16 +54,16 @@ def test_calibrated_speedups_match_reference_or_explain() -> None:
 
 def test_break_even_is_below_1k_tokens_as_the_reference_observed() -> None:
     bpt = qwen().kv_bytes_per_token(2)
-    be = plan.reference_timing().break_even_tokens(bpt)
+    be = capacity.reference_timing().break_even_tokens(bpt)
     assert be is not None and 300 < be < 1000
 
 
 def test_a_slower_l2_moves_break_even_up_and_never_when_slower_than_prefill() -> None:
     bpt = qwen().kv_bytes_per_token(2)
-    fast = plan.reference_timing().break_even_tokens(bpt)
-    slow = plan.reference_timing(read_gib_s=0.5).break_even_tokens(bpt)
+    fast = capacity.reference_timing().break_even_tokens(bpt)
+    slow = capacity.reference_timing(read_gib_s=0.5).break_even_tokens(bpt)
     assert fast is not None and slow is not None and slow > fast
-    assert plan.reference_timing(read_gib_s=0.01).break_even_tokens(bpt) is None
+    assert capacity.reference_timing(read_gib_s=0.01).break_even_tokens(bpt) is None
 
 
 def test_qwen2_parameter_count_is_about_7_6b() -> None:
@@ -70,14 +71,14 @@ def test_qwen2_parameter_count_is_about_7_6b() -> None:
 
 
 def test_mla_model_counts_the_latent_and_says_so() -> None:
-    spec = plan.known_model("deepseek-v2-lite")
+    spec = capacity.known_model("deepseek-v2-lite")
     assert spec is not None
     assert spec.kv_bytes_per_token(2) == 27 * (512 + 64) * 2
     assert any("MLA" in note for note in spec.notes())
 
 
 def test_sliding_window_models_are_flagged() -> None:
-    mistral, gemma = plan.known_model("mistral-7b-v0.1"), plan.known_model("google/gemma-2-9b-it")
+    mistral, gemma = capacity.known_model("mistral-7b-v0.1"), capacity.known_model("google/gemma-2-9b-it")
     assert mistral is not None and gemma is not None
     assert mistral.sliding_window == 4096 and mistral.sliding_layers == 32
     assert gemma.sliding_layers == 21 and gemma.kv_bytes_per_token(2) == 2 * 42 * 8 * 256 * 2
@@ -89,7 +90,7 @@ def test_model_config_file(tmp_path: Path) -> None:
     cfg = {"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64, "vocab_size": 10}
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
-    spec = plan.load_model_config(path)
+    spec = capacity.load_model_config(path)
     assert (spec.kv_heads, spec.head_dim) == (4, 16)  # defaults: MHA, hidden / heads
     assert spec.kv_bytes_per_token(2) == 2 * 2 * 4 * 16 * 2
 
@@ -99,19 +100,19 @@ def test_bad_model_config_is_a_user_error(tmp_path: Path, text: str) -> None:
     path = tmp_path / "config.json"
     path.write_text(text)
     with pytest.raises(UserError, match=r"config"):
-        plan.load_model_config(path)
+        capacity.load_model_config(path)
 
 
 @pytest.mark.parametrize(
     ("text", "expected"), [("500Gi", 500 * GIB), ("64G", 64e9), (1024, 1024.0), ("1.5Ti", 1.5 * 2**40)]
 )
 def test_quantities(text: object, expected: float) -> None:
-    assert plan.quantity_bytes(text) == expected
+    assert capacity.quantity_bytes(text) == expected
 
 
 def test_bad_quantity_is_a_user_error() -> None:
     with pytest.raises(UserError, match="500 gigs"):
-        plan.quantity_bytes("500 gigs")
+        capacity.quantity_bytes("500 gigs")
 
 
 def _values(**model: object) -> dict[str, object]:
@@ -134,7 +135,7 @@ def _values(**model: object) -> dict[str, object]:
 
 def test_values_drive_tiers() -> None:
     [(label, d)] = plan_inputs.deployments(_values())
-    caps = plan.capacities(d)
+    caps = capacity.capacities(d)
     assert label == "qwen"
     assert caps["L1"]["bytes"] == pytest.approx(76 * GIB)  # 100Gi limit - 8Gi /dev/shm - 16Gi headroom
     assert caps["L2"]["bytes"] == pytest.approx(400 * GIB)  # 500 GiB x 80% high watermark
@@ -199,7 +200,7 @@ def test_l2_watermark_as_a_size() -> None:
     values = _values()
     values["cache"]["l2"]["eviction"] = {"highWatermark": "400Gi"}  # type: ignore[index]
     [(_, d)] = plan_inputs.deployments(values)
-    assert plan.capacities(d)["L2"]["bytes"] == pytest.approx(400 * GIB)
+    assert capacity.capacities(d)["L2"]["bytes"] == pytest.approx(400 * GIB)
 
 
 def test_activation_reserve_comes_off_l0(capsys: pytest.CaptureFixture[str]) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kvtier.validate import loader, rules
+from kvtier.validate import catalogue, loader
 from kvtier.validate.rules import ValuesContext
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "values"
@@ -125,16 +125,16 @@ def _run(rule_id: str, mutation: Mutation) -> list[Any]:
     values = copy.deepcopy(GOOD)
     mutation(values)
     loaded = loader.load_text(yaml.safe_dump(values, sort_keys=False), Path("env.yaml"))
-    return rules.run_values(ValuesContext(loaded.data, loaded, DEPLOYED), only=[rule_id])
+    return catalogue.run_values(ValuesContext(loaded.data, loaded, DEPLOYED), only=[rule_id])
 
 
 def test_every_values_rule_has_cases() -> None:
-    values_rules = {r.id for r in rules.all_rules().values() if r.scope == "values"}
+    values_rules = {r.id for r in catalogue.all_rules().values() if r.scope == "values"}
     assert values_rules == set(CASES)
 
 
 def test_rules_are_declared_with_reason_and_remedy() -> None:
-    for r in rules.all_rules().values():
+    for r in catalogue.all_rules().values():
         assert r.id and r.reason and r.remedy, r
         assert len(r.reason.splitlines()) == 1
 
@@ -142,7 +142,7 @@ def test_rules_are_declared_with_reason_and_remedy() -> None:
 def test_baseline_passes_every_values_rule() -> None:
     values = copy.deepcopy(GOOD)
     loaded = loader.load_text(yaml.safe_dump(values), Path("env.yaml"))
-    assert rules.run_values(ValuesContext(values, loaded, DEPLOYED)) == []
+    assert catalogue.run_values(ValuesContext(values, loaded, DEPLOYED)) == []
 
 
 @pytest.mark.parametrize("rule_id", sorted(CASES))
@@ -158,18 +158,18 @@ def test_rule_triggers(rule_id: str) -> None:
     assert first.rule == rule_id
     assert CASES[rule_id][2] in first.message
     assert first.line is not None and first.path  # located in the file, with the key path
-    assert first.reason == rules.all_rules()[rule_id].reason
+    assert first.reason == catalogue.all_rules()[rule_id].reason
 
 
 def test_masters_unchanged_needs_a_deployed_release() -> None:
     values = copy.deepcopy(GOOD)
     values["curvine"]["master"]["replicas"] = 5
     loaded = loader.load_text(yaml.safe_dump(values), Path("env.yaml"))
-    assert rules.run_values(ValuesContext(values, loaded, None), only=["curvine-masters-unchanged"]) == []
+    assert catalogue.run_values(ValuesContext(values, loaded, None), only=["curvine-masters-unchanged"]) == []
 
 
 def test_defaults_from_the_chart_are_named_as_such() -> None:
     loaded = loader.load_text("target: standalone\n", Path("env.yaml"))
     values = {"target": "standalone", "cache": {"hashSeed": ""}}
-    [finding] = rules.run_values(ValuesContext(values, loaded), only=["crosspod-hash-seed"])
+    [finding] = catalogue.run_values(ValuesContext(values, loaded), only=["crosspod-hash-seed"])
     assert finding.line is None and "from the chart defaults" in finding.message

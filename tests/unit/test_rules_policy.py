@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kvtier.validate import podsecurity, rules
+from kvtier.validate import catalogue, podsecurity
 from kvtier.validate.rules import ManifestsContext
 
 CONTAINER = {
@@ -134,11 +134,11 @@ def _run(rule_id: str, mutation: Mutation) -> list[Any]:
     manifests = [copy.deepcopy(DEPLOYMENT)]
     mutation(manifests)
     ctx = ManifestsContext(manifests, "kv", {"kv": "restricted"})
-    return rules.run_manifests(ctx, "env.yaml", only=[rule_id])
+    return catalogue.run_manifests(ctx, "env.yaml", only=[rule_id])
 
 
 def test_every_manifest_rule_has_cases() -> None:
-    assert {r.id for r in rules.all_rules().values() if r.scope == "manifests"} == set(CASES)
+    assert {r.id for r in catalogue.all_rules().values() if r.scope == "manifests"} == set(CASES)
 
 
 @pytest.mark.parametrize("rule_id", sorted(CASES))
@@ -158,7 +158,9 @@ def test_crosspod_rendered_catches_disagreement() -> None:
     def run(manifests: list[dict[str, Any]]) -> list[str]:
         return [
             f.message
-            for f in rules.run_manifests(ManifestsContext(manifests, "kv"), "f", only=["crosspod-rendered"])
+            for f in catalogue.run_manifests(
+                ManifestsContext(manifests, "kv"), "f", only=["crosspod-rendered"]
+            )
         ]
 
     assert any("disagree on PYTHONHASHSEED" in m for m in run([_engine("a"), _engine("b", seed="1")]))
@@ -187,7 +189,8 @@ def test_required_pod_security_level(change: dict[str, Any], level: str) -> None
 def test_namespace_without_declared_level_is_not_judged() -> None:
     manifests = [copy.deepcopy(DEPLOYMENT)]
     manifests[0]["spec"]["template"]["spec"]["hostNetwork"] = True
-    assert rules.run_manifests(ManifestsContext(manifests, "kv", {}), "f", only=["policy-pod-security"]) == []
+    ctx = ManifestsContext(manifests, "kv", {})
+    assert catalogue.run_manifests(ctx, "f", only=["policy-pod-security"]) == []
 
 
 def test_readiness_is_required_only_behind_a_service() -> None:
@@ -196,15 +199,15 @@ def test_readiness_is_required_only_behind_a_service() -> None:
     template["metadata"] = {"labels": {"app": "engine"}}
     template["spec"]["containers"][0].pop("readinessProbe")
     probes = ["policy-probes"]
-    assert rules.run_manifests(ManifestsContext(manifests, "kv"), "f", only=probes) == []
+    assert catalogue.run_manifests(ManifestsContext(manifests, "kv"), "f", only=probes) == []
     manifests.append(
         {"kind": "Service", "metadata": {"name": "engine"}, "spec": {"selector": {"app": "engine"}}}
     )
-    [finding] = rules.run_manifests(ManifestsContext(manifests, "kv"), "f", only=probes)
+    [finding] = catalogue.run_manifests(ManifestsContext(manifests, "kv"), "f", only=probes)
     assert "lacks readinessProbe" in finding.message
 
 
 def test_sidecars_without_ports_need_no_probes() -> None:
     manifests = [copy.deepcopy(DEPLOYMENT)]
     manifests[0]["spec"]["template"]["spec"]["containers"].append({"name": "registrar", "image": "r:v1"})
-    assert rules.run_manifests(ManifestsContext(manifests, "kv"), "f", only=["policy-probes"]) == []
+    assert catalogue.run_manifests(ManifestsContext(manifests, "kv"), "f", only=["policy-probes"]) == []

@@ -20,8 +20,9 @@ from kubernetes.client import (
 )
 from test_kvcheck_fakes import FakeReplica, as_json, as_text, closed_port_url, serve
 
-from kvtier import cli, reach, smoke
+from kvtier import cli
 from kvtier.errors import UserError
+from kvtier.smoke import checks, reach
 
 MODELS = {"data": [{"id": "tiny"}]}
 COMPLETION = {"choices": [{"text": "x"}], "usage": {"completion_tokens": 3}}
@@ -72,8 +73,10 @@ def test_l2_on_runs_crosspod_and_l2_files(tmp_path: Path) -> None:
     a, b = FakeReplica(), FakeReplica(hit_tokens=512)
     with serve(router_routes()) as router, serve(a.routes()) as sa, serve(b.routes()) as sb:
         sa.first_chunk_delay_s = 0.2
-        targets = smoke.Targets(router.url, [sa.url, sb.url], l2_enabled=True, l2_dir=str(tmp_path), words=40)
-        outcomes = {o["id"]: o for o in smoke.run_checks(targets)}
+        targets = checks.Targets(
+            router.url, [sa.url, sb.url], l2_enabled=True, l2_dir=str(tmp_path), words=40
+        )
+        outcomes = {o["id"]: o for o in checks.run_checks(targets)}
     assert {k: o["status"] for k, o in outcomes.items()} == {
         "router": "PASS",
         "completion": "PASS",
@@ -92,8 +95,8 @@ def test_curvine_check_in_url_mode(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_every_check_has_a_reason_and_a_remedy() -> None:
-    assert len({c.id for c in smoke.CHECKS}) == len(smoke.CHECKS)
-    assert all(c.reason and c.remedy for c in smoke.CHECKS)
+    assert len({c.id for c in checks.CHECKS}) == len(checks.CHECKS)
+    assert all(c.reason and c.remedy for c in checks.CHECKS)
 
 
 # --- discovery on real Kubernetes model objects ---------------------------------------------------

@@ -11,8 +11,8 @@ from contextlib import closing
 import pytest
 from test_kvcheck_fakes import as_json, as_text, serve
 
-from kvtier import portforward
 from kvtier.podscripts import kvcheck
+from kvtier.smoke import portforward
 
 
 class Session:

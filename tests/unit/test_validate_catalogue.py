@@ -6,8 +6,9 @@ import json
 import subprocess
 import sys
 
-from kvtier import generate, paths
-from kvtier.validate import rules
+from kvtier import paths
+from kvtier.generate import derived
+from kvtier.validate import catalogue, rules
 
 
 def test_list_rules_prints_every_registered_rule_with_why_and_fix() -> None:
@@ -20,21 +21,21 @@ def test_list_rules_prints_every_registered_rule_with_why_and_fix() -> None:
     )
     assert run.returncode == 0, run.stderr
     listed = {r["id"]: r for r in json.loads(run.stdout)}
-    assert set(listed) == set(rules.all_rules())
+    assert set(listed) == set(catalogue.all_rules())
     assert all(r["reason"] and r["remedy"] and r["scope"] in ("values", "manifests") for r in listed.values())
 
 
 def test_docs_catalogue_has_a_row_per_rule() -> None:
     text = (paths.ROOT / "docs" / "validate.md").read_text()
-    section = text.partition(generate.RULES_BEGIN)[2].partition(generate.RULES_END)[0]
+    section = text.partition(derived.RULES_BEGIN)[2].partition(derived.RULES_END)[0]
     rows = [line for line in section.splitlines() if line.startswith("| `")]
-    assert sorted(row.split("`")[1] for row in rows) == sorted(rules.all_rules())
+    assert sorted(row.split("`")[1] for row in rows) == sorted(catalogue.all_rules())
 
 
 def test_a_pipe_in_a_reason_cannot_break_the_table(monkeypatch) -> None:
-    rule = next(iter(rules.all_rules().values()))
+    rule = next(iter(catalogue.all_rules().values()))
     monkeypatch.setitem(
         rules.REGISTRY, rule.id, rules.Rule(rule.id, "a | b", "c", rule.scope, rule.check, rule.check_name)
     )
-    row = next(line for line in rules.catalogue_markdown().splitlines() if f"`{rule.id}`" in line)
+    row = next(line for line in catalogue.markdown().splitlines() if f"`{rule.id}`" in line)
     assert row.count(" | ") == 4 and "a \\| b" in row

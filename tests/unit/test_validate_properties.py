@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from kvtier import paths
 from kvtier.errors import UserError
-from kvtier.validate import engine, loader, schema_check
+from kvtier.validate import loader, pipeline, schema_check
 
 
 def _settings(examples: int) -> settings:
@@ -26,7 +26,7 @@ def _settings(examples: int) -> settings:
     )
 
 
-OPTIONS = engine.Options(render=False)
+OPTIONS = pipeline.Options(render=False)
 DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 GOOD = Path(__file__).parents[1] / "fixtures" / "values" / "good-minimal.yaml"
 SOURCES = [*sorted(paths.VALUES.glob("*.yaml")), GOOD]
@@ -90,14 +90,14 @@ def from_schema(node: Any, depth: int = 0) -> st.SearchStrategy[Any]:
     return st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=5))
 
 
-def _run(text: str) -> tuple[int, engine.FileReport | None, str]:
+def _run(text: str) -> tuple[int, pipeline.FileReport | None, str]:
     """(exit code, report, error) of the in-process layers for one document."""
     try:
         loaded = loader.load_bytes(text.encode("utf-8", "surrogatepass"), Path("generated.yaml"))
     except UserError as error:
         return 2, None, str(error)
-    report = engine.check_loaded(loaded, OPTIONS)
-    return engine.exit_code([report]), report, ""
+    report = pipeline.check_loaded(loaded, OPTIONS)
+    return pipeline.exit_code([report]), report, ""
 
 
 @_settings(400)

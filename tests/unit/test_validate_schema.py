@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kvtier import generate, paths
+from kvtier import paths
+from kvtier.generate import derived
 from kvtier.validate import loader, schema_check
 
 SCHEMA = {
@@ -112,7 +113,7 @@ def test_real_umbrella_schema_names_a_typo(tmp_path: Path, need) -> None:
 
 def test_charts_schema_copies_are_current() -> None:
     """Each chart's values.schema.json comes from schema/: a hand edit or a missed generate fails."""
-    assert generate.stale() == []
+    assert derived.stale() == []
 
 
 def test_bundled_umbrella_schema_is_a_valid_draft_2020_12_schema(need) -> None:
@@ -125,7 +126,7 @@ def test_bundled_umbrella_schema_is_a_valid_draft_2020_12_schema(need) -> None:
 
 def test_stale_copy_detection_matches_generate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from kvtier import schema as schema_source
-    from kvtier.validate import engine
+    from kvtier.validate import pipeline
 
     source = tmp_path / "schema" / "demo.values.schema.json"
     source.parent.mkdir()
@@ -145,6 +146,6 @@ def test_stale_copy_detection_matches_generate(tmp_path: Path, monkeypatch: pyte
         (json.dumps(schema_source.bundle(source)), ()),
     ):
         copy.write_text(text)
-        engine._stale_copy_paths.cache_clear()
-        assert engine._stale_copy_paths() == stale
-    engine._stale_copy_paths.cache_clear()
+        pipeline._stale_copy_paths.cache_clear()
+        assert pipeline._stale_copy_paths() == stale
+    pipeline._stale_copy_paths.cache_clear()

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from kvtier import changelog, paths, versioning
+from kvtier import paths
 from kvtier.errors import UserError
-from kvtier.versioning import SemVer, changed_without_bump, packaged
+from kvtier.publish import changelog, versioning
+from kvtier.publish.versioning import SemVer, changed_without_bump, packaged
 
 
 def test_semver_precedence_follows_the_spec_example() -> None:

@@ -20,8 +20,9 @@ from pathlib import Path
 
 import yaml
 
-from kvtier import helm, paths, toolchain, versioning
+from kvtier import helm, paths, toolchain
 from kvtier.errors import UserError
+from kvtier.publish import versioning
 
 ETC = paths.ROOT / ".tools" / "etc"
 CT_CONFIG = paths.ROOT / "ct.yaml"

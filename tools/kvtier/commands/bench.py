@@ -9,11 +9,12 @@ from pathlib import Path
 
 from rich.console import Console
 
-from kvtier import exitcodes, reach
+from kvtier import exitcodes
 from kvtier.bench import methodology, report
 from kvtier.bench import run as bench_run
 from kvtier.errors import UserError
 from kvtier.podscripts import kvcheck
+from kvtier.smoke import reach
 
 
 def _lengths(text: str) -> list[int]:

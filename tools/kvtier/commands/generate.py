@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from kvtier import exitcodes, generate, paths
+from kvtier import exitcodes, paths
+from kvtier.generate import derived
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -17,10 +18,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.check:
-        stale = generate.stale()
+        stale = derived.stale()
         for path in stale:
             print(f"{path.relative_to(paths.ROOT)} is stale: run `kvtier generate`")
         return exitcodes.FINDINGS if stale else exitcodes.OK
-    for path in generate.write():
+    for path in derived.write():
         print(f"wrote {path.relative_to(paths.ROOT)}")
     return exitcodes.OK

@@ -7,8 +7,9 @@ import os
 import sys
 from pathlib import Path
 
-from kvtier import exitcodes, package, paths
-from kvtier.registry import Registry
+from kvtier import exitcodes, paths
+from kvtier.publish import package
+from kvtier.publish.registry import Registry
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -7,9 +7,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kvtier import exitcodes, plan, plan_inputs, plan_report
+from kvtier import exitcodes
 from kvtier.errors import UserError
-from kvtier.plan_data import GIB, KNOWN_MODELS, REFERENCE
+from kvtier.plan import capacity, report
+from kvtier.plan import inputs as plan_inputs
+from kvtier.plan.facts import GIB, KNOWN_MODELS, REFERENCE
 from kvtier.validate import loader, merge
 
 
@@ -68,11 +70,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _spec(args: argparse.Namespace) -> plan.ModelSpec | None:
+def _spec(args: argparse.Namespace) -> capacity.ModelSpec | None:
     if args.model_config:
-        return plan.load_model_config(plan_inputs.model_source_path(args.model_config))
+        return capacity.load_model_config(plan_inputs.model_source_path(args.model_config))
     if args.model:
-        spec = plan.known_model(args.model)
+        spec = capacity.known_model(args.model)
         if spec is None:
             raise UserError(
                 f"--model {args.model!r} is not shipped ({', '.join(KNOWN_MODELS)}); "
@@ -82,14 +84,14 @@ def _spec(args: argparse.Namespace) -> plan.ModelSpec | None:
     return None
 
 
-def _timing(args: argparse.Namespace) -> plan.Timing:
+def _timing(args: argparse.Namespace) -> capacity.Timing:
     for name in ("write_gib_s", "read_gib_s", "prefill_tps", "cold_ttft_ms"):
         value = getattr(args, name)
         if value is not None and value <= 0:
             raise UserError(f"--{name.replace('_', '-')} must be positive, got {value}")
-    timing = plan.reference_timing(args.read_gib_s, args.write_gib_s)
+    timing = capacity.reference_timing(args.read_gib_s, args.write_gib_s)
     if args.request_overhead_ms is not None or args.hit_overhead_ms is not None:
-        timing = plan.Timing(
+        timing = capacity.Timing(
             args.request_overhead_ms if args.request_overhead_ms is not None else timing.request_ms,
             args.hit_overhead_ms if args.hit_overhead_ms is not None else timing.hit_ms,
             timing.prefill_tps,
@@ -98,7 +100,7 @@ def _timing(args: argparse.Namespace) -> plan.Timing:
             "flags",
         )
     if args.prefill_tps:
-        timing = plan.Timing(
+        timing = capacity.Timing(
             timing.request_ms,
             timing.hit_ms,
             args.prefill_tps,
@@ -107,7 +109,7 @@ def _timing(args: argparse.Namespace) -> plan.Timing:
             f"prefill {args.prefill_tps:g} tokens/s",
         )
     elif args.cold_ttft_ms:
-        timing = plan.calibrate(timing, args.cold_ttft_ms, args.cold_ttft_tokens)
+        timing = capacity.calibrate(timing, args.cold_ttft_ms, args.cold_ttft_tokens)
     return timing
 
 
@@ -140,7 +142,7 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
     for label, d in inputs:
         bpt = d.model.kv_bytes_per_token(d.kv_dtype_bytes)
         timing = _timing(args)
-        caps = plan.capacities(d)
+        caps = capacity.capacities(d)
         entry = {
             "name": label,
             "model": d.model.name,
@@ -159,7 +161,7 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
                 if t != "weights"
             },
             "weights_gib": caps["weights"]["bytes"] / GIB,
-            "prompts": [plan.prompt_row(d, timing, n) for n in args.prompt_tokens],
+            "prompts": [capacity.prompt_row(d, timing, n) for n in args.prompt_tokens],
             "break_even_tokens": timing.break_even_tokens(bpt),
             "timing": {
                 "request_ms": timing.request_ms,
@@ -171,7 +173,7 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
             },
         }
         if args.reference_check:
-            entry["reference_check"] = plan.reference_check(timing, bpt)
+            entry["reference_check"] = capacity.reference_check(timing, bpt)
         out["models"].append(entry)
     return out
 
@@ -181,5 +183,5 @@ def run(args: argparse.Namespace) -> int:
     if args.output == "json":
         print(json.dumps(result, indent=2, default=str))
     else:
-        plan_report.print_table(result)
+        report.print_table(result)
     return exitcodes.OK

@@ -9,8 +9,9 @@ from contextlib import ExitStack
 from rich.console import Console
 from rich.table import Table
 
-from kvtier import exitcodes, reach, smoke
+from kvtier import exitcodes
 from kvtier.errors import UserError
+from kvtier.smoke import checks, reach
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -42,12 +43,12 @@ def run(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
         targets = _cluster_targets(args, stack) if args.kubeconfig else _url_targets(args)
         with console.status("smoke") as status:
-            outcomes = smoke.run_checks(targets, lambda check: status.update(f"smoke: {check}"))
+            outcomes = checks.run_checks(targets, lambda check: status.update(f"smoke: {check}"))
     if args.json:
         print(json.dumps(outcomes, indent=2, sort_keys=True))
     else:
         Console().print(_table(outcomes))
-    failed = [o for o in outcomes if o["status"] == smoke.FAIL]
+    failed = [o for o in outcomes if o["status"] == checks.FAIL]
     return exitcodes.FINDINGS if failed else exitcodes.OK
 
 
@@ -55,10 +56,10 @@ def _l2(args: argparse.Namespace, detected: bool) -> bool:
     return {"on": True, "off": False}.get(args.l2, detected)
 
 
-def _url_targets(args: argparse.Namespace) -> smoke.Targets:
+def _url_targets(args: argparse.Namespace) -> checks.Targets:
     if len(args.replica_url) == 1:
         raise UserError("--replica-url: give two replicas (A and B) for the cross-pod check, or none")
-    return smoke.Targets(
+    return checks.Targets(
         router=args.router_url,
         replicas=args.replica_url,
         model=args.model,
@@ -69,9 +70,9 @@ def _url_targets(args: argparse.Namespace) -> smoke.Targets:
     )
 
 
-def _cluster_targets(args: argparse.Namespace, stack: ExitStack) -> smoke.Targets:
+def _cluster_targets(args: argparse.Namespace, stack: ExitStack) -> checks.Targets:
     reached = reach.reach_from_args(args, stack)
-    return smoke.Targets(
+    return checks.Targets(
         router=reached.router,
         replicas=reached.replicas,
         model=args.model,
@@ -86,7 +87,7 @@ def _table(outcomes: list[dict]) -> Table:
     table = Table(title="kvtier smoke")
     for column in ("check", "result", "summary", "remedy"):
         table.add_column(column)
-    style = {smoke.PASS: "green", smoke.FAIL: "red", smoke.SKIP: "yellow"}
+    style = {checks.PASS: "green", checks.FAIL: "red", checks.SKIP: "yellow"}
     for o in outcomes:
         status = f"[{style[o['status']]}]{o['status']}"
         table.add_row(o["id"], status, o["summary"], o.get("remedy", ""))

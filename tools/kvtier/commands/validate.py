@@ -93,16 +93,16 @@ def _list_rules(output: str) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from kvtier.validate import rules
+    from kvtier.validate import catalogue
 
-    catalogue = rules.catalogue()
+    listed = catalogue.listing()
     if output == "json":
-        print(json.dumps(catalogue, indent=2))
+        print(json.dumps(listed, indent=2))
         return 0
     table = Table(title="kvtier validate rules", title_justify="left")
     for column in ("id", "reads", "reported under", "why", "what to do"):
         table.add_column(column, overflow="fold")
-    for r in catalogue:
+    for r in listed:
         table.add_row(r["id"], r["scope"], r["row"], r["reason"], r["remedy"])
     Console(width=max(Console().width, 140)).print(table)
     return 0
@@ -129,10 +129,10 @@ def _run(args: argparse.Namespace) -> int:
         started = render.start(
             files, majors, options.release, options.namespace, options.kube_version, options.jobs
         )
-    from kvtier.validate import engine, report
+    from kvtier.validate import pipeline, report
 
-    reports = engine.validate(files, options, started)
-    code = engine.exit_code(reports)
+    reports = pipeline.validate(files, options, started)
+    code = pipeline.exit_code(reports)
     if args.output == "json":
         print(report.to_json(reports, code))
     else:

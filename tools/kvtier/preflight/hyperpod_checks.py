@@ -6,8 +6,9 @@ from typing import Any
 
 from kvtier.cluster import discovery
 from kvtier.preflight.model import Result, Target
+from kvtier.upstream.hyperpod_fields import CRD_NAME as ENDPOINT_CRD
+from kvtier.upstream.hyperpod_fields import KIND as ENDPOINT_KIND
 
-ENDPOINT_CRD = "inferenceendpointconfigs.inference.sagemaker.aws.amazon.com"
 CERT_MANAGER_CRD = "certificates.cert-manager.io"
 # HyperPod's tiered storage runs as this DaemonSet (names used by AWS's HyperPod set-up automation).
 TIERED_STORAGE = ("aws-hyperpod", "ai-toolkit")
@@ -26,7 +27,7 @@ def hyperpod_crds(t: Target) -> Result:
             "warn",
             f"CRD present; cannot render the install to compare fields: {t.render_error}",
         )
-    endpoints = [o for o in t.manifests if o.get("kind") == "InferenceEndpointConfig"]
+    endpoints = [o for o in t.manifests if o.get("kind") == ENDPOINT_KIND]
     missing = []
     for obj in endpoints:
         version = obj["apiVersion"].rpartition("/")[2]

@@ -20,7 +20,7 @@ import jsonschema
 import yaml
 
 from kvtier.unittest_plugin import batchtpl, chartcopy, goemit, govalues
-from kvtier.unittest_plugin.render import RenderRequest, RenderResult
+from kvtier.unittest_plugin.request import RenderRequest, RenderResult
 
 _SOURCE = re.compile(r"^# Source: (.+)$", re.M)
 

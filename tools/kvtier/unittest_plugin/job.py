@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kvtier.unittest_plugin import chartcopy, govalues, render
+from kvtier.unittest_plugin.request import RenderRequest
 from kvtier.unittest_plugin.snapshot import SnapshotFile
 from kvtier.unittest_plugin.suite import Assertion, Job, Suite
 from kvtier.unittest_plugin.validators import VALIDATORS, Context
@@ -56,10 +57,10 @@ def template_file_name(name: str) -> str:
     return name if name.startswith(("templates", "charts", "crds", "**")) else "templates/" + name
 
 
-def render_request(suite: Suite, job: Job) -> render.RenderRequest:
+def render_request(suite: Suite, job: Job) -> RenderRequest:
     values = user_values(suite.path, job.values, job.global_set, job.set, suite.chart_route)
     caps = job.capabilities
-    return render.RenderRequest(
+    return RenderRequest(
         chart_dir=suite.chart_dir,
         target_route=suite.chart_route,
         include=tuple(suite.templates or ["**"]),

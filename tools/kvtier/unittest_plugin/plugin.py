@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from kvtier.unittest_plugin import chartcopy, job, render
+from kvtier.unittest_plugin.request import RenderRequest
 from kvtier.unittest_plugin.snapshot import SnapshotFile
 from kvtier.unittest_plugin.suite import Job, Suite, SuiteError, parse_file
 from kvtier.unittest_plugin.validators import VALIDATORS
@@ -227,8 +228,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if not items or session.config.option.collectonly:
         return
     renderer = _renderer(session.config)
-    requests: set[render.RenderRequest] = set()
-    singles: set[render.RenderRequest] = set()  # expected to fail: Helm's own error text is needed
+    requests: set[RenderRequest] = set()
+    singles: set[RenderRequest] = set()  # expected to fail: Helm's own error text is needed
     for item in items:
         try:
             request = job.render_request(item.suite, item.job)

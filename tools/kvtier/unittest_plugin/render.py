@@ -16,40 +16,17 @@ import subprocess
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from kvtier.unittest_plugin import chartcopy, goemit
+from kvtier.unittest_plugin import batch, chartcopy, goemit
+from kvtier.unittest_plugin.request import RenderRequest, RenderResult
 
 DEFAULT_KUBE = ("1", "20")  # helm-unittest's Helm library default when built without ldflags
 _VALID_RELEASE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _SOURCE = re.compile(r"^# Source: (.+)$", re.M)
-
-
-@dataclass(frozen=True)
-class RenderRequest:
-    chart_dir: Path
-    target_route: str
-    include: tuple[str, ...]
-    exclude: tuple[str, ...]
-    overrides: tuple[tuple[str, str], ...]
-    release_name: str
-    namespace: str
-    revision: int
-    upgrade: bool
-    kube_major: str
-    kube_minor: str
-    api_versions: tuple[str, ...]
-    values_yaml: str
-
-
-@dataclass
-class RenderResult:
-    files: dict[str, str] = field(default_factory=dict)  # template name -> raw output
-    error: str | None = None  # Helm's error text (without "Error: ") when rendering failed
 
 
 class Renderer:
@@ -80,7 +57,7 @@ class Renderer:
             return self._cache[req]
 
     def _render(self, req: RenderRequest) -> RenderResult:
-        copy = self._copy(req, batch=False)
+        copy = self._copy(req, batched=False)
         proc = self._helm(req, copy, self._values_file(req.values_yaml))
         if proc.returncode != 0:
             return RenderResult(
@@ -88,7 +65,7 @@ class Renderer:
             )
         return RenderResult(files=_probe_files(proc.stdout))
 
-    def _copy(self, req: RenderRequest, batch: bool) -> Path:
+    def _copy(self, req: RenderRequest, batched: bool) -> Path:
         release = {
             "Name": req.release_name,
             "Namespace": req.namespace,
@@ -105,7 +82,7 @@ class Renderer:
                 list(req.exclude),
                 dict(req.overrides),
                 release,
-                batch=batch,
+                batch=batched,
             )
 
     def _values_file(self, text: str) -> Path:
@@ -138,8 +115,6 @@ class Renderer:
 
     def prefetch(self, requests: set[RenderRequest], singles: set[RenderRequest], workers: int) -> None:
         """Render everything up front: `singles` one by one, the rest in batches where possible."""
-        from kvtier.unittest_plugin import batch
-
         safe: dict[Path, bool] = {}
         groups: dict[RenderRequest, list[RenderRequest]] = {}
         for req in sorted(requests - singles, key=lambda r: r.values_yaml):
@@ -153,12 +128,10 @@ class Renderer:
                 future.result()
 
     def _batch(self, key: RenderRequest, members: list[RenderRequest]) -> None:
-        from kvtier.unittest_plugin import batch
-
         if len(members) < 2:
             self.render(members[0])
             return
-        copy = self._copy(key, batch=True)
+        copy = self._copy(key, batched=True)
         desc = batch.descriptor(copy)
         if desc is None:
             for req in members:
@@ -180,8 +153,6 @@ class Renderer:
         desc: Any,
     ) -> None:
         """One helm run for all members; halves on failure (some member's values make Helm fail)."""
-        from kvtier.unittest_plugin import batch
-
         select = batch.selection(reqs, batch.templates_of(copy))
         text = batch.batch_values(users, desc, select) if len(reqs) > 1 else None
         proc = self._helm(key, copy, self._values_file(text), "--skip-schema-validation") if text else None

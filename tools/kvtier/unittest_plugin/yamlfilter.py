@@ -4,6 +4,9 @@ Operands are `@`/`$` sub-paths or literals; `==`, `!=`, `<`, `<=`, `>`, `>=`, `=
 `&&`, `||`, `!`, parentheses. Comparison follows the Go library: numbers compare as floats, a
 string never equals a number, and a comparison holds only if it holds for every pair of values
 and at least one pair exists.
+
+Operand paths are compiled by the caller's `subpath` function (yamlpath's), so this module does not
+import the path language back: yamlpath depends on yamlfilter, not the other way round.
 """
 
 from __future__ import annotations
@@ -18,6 +21,12 @@ Pred = Callable[[Any, Any], bool]
 Typed = tuple[str, str]  # (type, text): string, int, float, boolean, null, regex, unknown
 _OPS = ("==", "!=", ">=", "<=", ">", "<", "=~")
 _TERM_STOP = set(" &|=!><)")
+# (sub-path text without its @/$, whether it starts at the root) -> a scanner (node, root) -> values
+SubPath = Callable[[str, bool], Callable[[Any, Any], list[Any]]]
+
+
+class FilterError(ValueError):
+    """The filter expression does not parse (yamlpath reports it as a PathError)."""
 
 
 def _typed(value: Any) -> Typed:
@@ -84,13 +93,11 @@ def _both(a: Pred, b: Pred) -> Pred:
 
 
 class _Parser:
-    def __init__(self, text: str) -> None:
-        self.text, self.pos = text, 0
+    def __init__(self, text: str, subpath: SubPath) -> None:
+        self.text, self.pos, self.subpath = text, 0, subpath
 
-    def error(self, what: str) -> ValueError:
-        from kvtier.unittest_plugin.yamlpath import PathError
-
-        return PathError(f"{what} at position {self.pos} in filter {self.text!r}")
+    def error(self, what: str) -> FilterError:
+        return FilterError(f"{what} at position {self.pos} in filter {self.text!r}")
 
     def skip(self) -> None:
         while self.pos < len(self.text) and self.text[self.pos].isspace():
@@ -185,8 +192,6 @@ class _Parser:
         return ("literal", lambda: ("regex", body))
 
     def term(self) -> tuple[str, Any]:
-        from kvtier.unittest_plugin.yamlpath import _run, compile_path
-
         self.skip()
         text, start = self.text, self.pos
         if text.startswith(("@", "$"), start):
@@ -206,8 +211,7 @@ class _Parser:
                 j += 1
             sub, from_root = text[start + 1 : j], text[start] == "$"
             self.pos = j
-            steps = compile_path(sub) if sub else ()
-            return ("path", lambda n, r: list(_run(steps, r if from_root else n, r)))
+            return ("path", self.subpath(sub, from_root))
         for quote in ("'", '"'):
             if text.startswith(quote, start):
                 end = text.find(quote, start + 1)
@@ -234,6 +238,6 @@ class _Parser:
         raise self.error("invalid filter term")
 
 
-def compile_filter(text: str) -> Pred:
-    """A predicate (node, root) -> bool for the body of `[?( ... )]`."""
-    return _Parser(text).parse()
+def compile_filter(text: str, subpath: SubPath) -> Pred:
+    """A predicate (node, root) -> bool for the body of `[?( ... )]`; operand paths via `subpath`."""
+    return _Parser(text, subpath).parse()

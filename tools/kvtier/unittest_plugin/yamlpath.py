@@ -15,6 +15,7 @@ from typing import Any
 
 from kvtier.unittest_plugin.goemit import sorted_keys
 from kvtier.unittest_plugin.govalues import go_format_float, resolve_plain
+from kvtier.unittest_plugin.yamlfilter import FilterError, compile_filter
 
 Step = Callable[[Any, Any], Iterator[Any]]
 _NAME_STOP = set(".[)&|=!><~ ")
@@ -258,7 +259,7 @@ def compile_path(path: str) -> tuple[Step, ...]:
                 steps.append(_child(name))
             if path.startswith("[?(", j):
                 end = _filter_end(path, j + 3)
-                steps.append(_filter_self(compile_filter(path[j + 3 : end])))
+                steps.append(_filter_self(_filter(path[j + 3 : end])))
                 j = end + 2
             i, first = j, False
             continue
@@ -277,7 +278,7 @@ def compile_path(path: str) -> tuple[Step, ...]:
             continue
         if path.startswith("[?(", i):
             end = _filter_end(path, i + 3)
-            steps.append(_filter_children(compile_filter(path[i + 3 : end])))
+            steps.append(_filter_children(_filter(path[i + 3 : end])))
             i = end + 2
             continue
         if re.match(r"\[\s*['\"]", path[i:]):
@@ -317,5 +318,14 @@ def _filter_self(pred: Callable[[Any, Any], bool]) -> Step:
     return lambda node, root: iter([node] if pred(node, root) else [])
 
 
-# Filter expressions live in their own module; imported late to keep the two small and acyclic.
-from kvtier.unittest_plugin.yamlfilter import compile_filter  # noqa: E402
+def _subpath(sub: str, from_root: bool) -> Callable[[Any, Any], list[Any]]:
+    """A filter operand: the values of a relative (`@`) or absolute (`$`) path."""
+    steps = compile_path(sub) if sub else ()
+    return lambda node, root: list(_run(steps, root if from_root else node, root))
+
+
+def _filter(text: str) -> Callable[[Any, Any], bool]:
+    try:
+        return compile_filter(text, _subpath)
+    except FilterError as error:
+        raise PathError(str(error)) from None

@@ -1,7 +1,7 @@
 """The configuration files the charts render: LMCache's YAML and Curvine's TOML.
 
-The checks themselves belong to their chart's owners: `kvtier.lmcache_config` (LMCache's own loader,
-no unknown keys) and `kvtier.curvine_config` (the known Curvine key set). This module finds the files
+The checks themselves belong to their chart's owners: `kvtier.upstream.lmcache_config` (LMCache's own loader,
+no unknown keys) and `kvtier.upstream.curvine_config` (the known Curvine key set). This module finds the files
 in the rendered ConfigMaps and calls them. When a checker is missing the check is reported as
 "not available", never as passed.
 """
@@ -20,12 +20,12 @@ from kvtier.validate.findings import CURVINE, LMCACHE, Finding
 # module, candidate function names (text -> list of problems), how to recognise the file in a ConfigMap
 CHECKERS: dict[str, tuple[str, tuple[str, ...], Callable[[str], bool]]] = {
     LMCACHE: (
-        "kvtier.lmcache_config",
+        "kvtier.upstream.lmcache_config",
         ("check_text",),
         lambda key: "lmcache" in key.lower() and key.endswith((".yaml", ".yml")),
     ),
     CURVINE: (
-        "kvtier.curvine_config",
+        "kvtier.upstream.curvine_config",
         ("check_text",),
         lambda key: key.endswith(".toml"),
     ),
@@ -46,7 +46,7 @@ def find_files(manifests: list[dict[str, Any]], check: str) -> list[tuple[str, s
 
 def warm() -> None:
     """Import the checkers (LMCache's loader takes a while) ahead of use; failures surface later."""
-    os.environ.setdefault("LMCACHE_LOG_LEVEL", "ERROR")  # as kvtier.lmcache_config does: no import chatter
+    os.environ.setdefault("LMCACHE_LOG_LEVEL", "ERROR")  # no import chatter, as lmcache_config
     for module_name in ("lmcache.v1.config", *(c[0] for c in CHECKERS.values())):
         with contextlib.suppress(Exception):  # run() reports a checker that cannot load
             importlib.import_module(module_name)

@@ -79,7 +79,7 @@ def clean_error(stderr: str) -> str:
 def command(
     values_file: Path, major: int, release: str, namespace: str, kube_version: str, chart: Path | None = None
 ) -> list[str]:
-    """The `helm template` command line of one render (also what bench/validate_bench.py times)."""
+    """The `helm template` command line of one render (also what benchmarks/validate_bench.py times)."""
     chart = chart or paths.CHARTS / UMBRELLA
     return [
         str(toolchain.helm(major)),

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from kvtier.errors import UserError
-from kvtier.plan_inputs import MIN_L1_GIB, l1_budget_gib
+from kvtier.plan.inputs import MIN_L1_GIB, l1_budget_gib
 from kvtier.validate.rules import Hit, ValuesContext, rule
 
 # Settings that must be identical in every engine pod for cross-pod hits (DESIGN.md section 4); the

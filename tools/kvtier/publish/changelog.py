@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from kvtier.versioning import Finding, SemVer, chart_meta, version_findings, version_line
+from kvtier.publish.versioning import Finding, SemVer, chart_meta, version_findings, version_line
 
 KINDS = ("added", "changed", "deprecated", "removed", "fixed", "security")
 _VERSION_HEADING = re.compile(r"^## \[?([^\]\s]+)\]?(?:\s+-\s+(\d{4}-\d{2}-\d{2}))?\s*$")

@@ -28,7 +28,7 @@ class Rule:
     remedy: str
 
 
-# Every release rule, declared once (also used by kvtier.changelog).
+# Every release rule, declared once (also used by kvtier.publish.changelog).
 RULES = {
     rule.id: rule
     for rule in (

@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from kvtier.plan_data import GIB
+from kvtier.plan.facts import GIB
 
 
 def print_table(result: dict[str, Any]) -> None:

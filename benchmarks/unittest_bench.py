@@ -1,6 +1,6 @@
 """Time every helm-unittest suite of the charts: the real helm-unittest vs the pytest plugin.
 
-    .venv/bin/python bench/unittest_bench.py [--repeat N] [CHART ...]
+    .venv/bin/python benchmarks/unittest_bench.py [--repeat N] [CHART ...]
 
 Both tools run on the same throw-away copies of the charts (default: every chart under charts/ with
 suites), once per repeat, in alternation; the table shows the median wall time of each and the

@@ -1,7 +1,7 @@
 """Data for `kvtier plan`: known model configs, GPU instance types and the reference measurements.
 
 Model entries use Hugging Face `config.json` key names, so a shipped model and a user's
-`--model-config` go through the same parser (kvtier.plan.ModelSpec.from_hf_config). Only the keys the
+`--model-config` go through the same parser (kvtier.plan.capacity.ModelSpec.from_hf_config). Only the keys the
 planner needs are kept; `num_parameters` is added where the parameter count cannot be derived from the
 config alone (mixture-of-experts). Figures are from each model's published config.json.
 

@@ -3,7 +3,8 @@
 - charts/<chart>/values.schema.json from schema/<chart>.values.schema.json (kvtier.schema);
 - charts/kv-tiered-inference/files/podscripts/*.py from tools/kvtier/podscripts/ (Helm can only
   read files inside a chart, and the pods run these scripts from a ConfigMap);
-- charts/<chart>/README.md from README.md.gotmpl + values.yaml `# --` comments (kvtier.readme, helm-docs);
+- charts/<chart>/README.md from README.md.gotmpl + values.yaml `# --` comments
+  (kvtier.generate.readme, helm-docs);
 - the rule catalogue in docs/validate.md, between its markers, from the rule registry.
 """
 
@@ -12,10 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from kvtier import paths, readme, schema
+from kvtier import paths, schema
 from kvtier.errors import UserError
+from kvtier.generate import readme
 
-PODSCRIPTS_SOURCE = Path(__file__).parent / "podscripts"
+PODSCRIPTS_SOURCE = Path(__file__).parents[1] / "podscripts"
 PODSCRIPTS_CHARTS = ("kv-tiered-inference",)
 RULES_DOC = paths.ROOT / "docs" / "validate.md"
 RULES_BEGIN = "<!-- rule catalogue: written by `kvtier generate` from the rule registry; do not edit -->"
@@ -24,14 +26,14 @@ RULES_END = "<!-- end of rule catalogue -->"
 
 def _rules_doc() -> str:
     """docs/validate.md with its rule catalogue as the registry has it."""
-    from kvtier.validate import rules
+    from kvtier.validate import catalogue
 
     text = RULES_DOC.read_text()
     head, begin, rest = text.partition(RULES_BEGIN)
     _, end, tail = rest.partition(RULES_END)
     if not begin or not end:
         raise UserError(f"{RULES_DOC}: the markers {RULES_BEGIN!r} and {RULES_END!r} are missing")
-    return f"{head}{RULES_BEGIN}\n\n{rules.catalogue_markdown()}\n{RULES_END}{tail}"
+    return f"{head}{RULES_BEGIN}\n\n{catalogue.markdown()}\n{RULES_END}{tail}"
 
 
 def expected() -> Iterator[tuple[Path, str]]:

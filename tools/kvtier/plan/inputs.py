@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from kvtier.errors import UserError
-from kvtier.plan import DTYPE_BYTES, Deployment, ModelSpec, gpu_for, known_model, quantity_bytes
-from kvtier.plan_data import GIB, KNOWN_MODELS
+from kvtier.plan.capacity import DTYPE_BYTES, Deployment, ModelSpec, gpu_for, known_model, quantity_bytes
+from kvtier.plan.facts import GIB, KNOWN_MODELS
 
 # Defaults of the umbrella chart (values.yaml) for what `cache.l1.size: auto` subtracts from the memory limit.
 DEFAULT_HEADROOM = "16Gi"  # cache.l1.headroom: vLLM itself (Python, CUDA context, tokenizer, buffers)

@@ -1,5 +1,5 @@
 """Reach a release in a cluster: its Ready router, engine and Curvine master pods, their ports, the L2
-path of the engines, and port-forwards to them (kvtier.portforward) that smoke and bench use.
+path of the engines, and port-forwards to them (kvtier.smoke.portforward) that smoke and bench use.
 
 Selectors default to the umbrella chart's labels (`app.kubernetes.io/instance=<release>` plus
 `app.kubernetes.io/component=router|engine|master`); HyperPod engines are labelled `app=<endpoint>`,
@@ -133,7 +133,7 @@ class Reached:
 @contextmanager
 def reach(api: Any, namespace: str, selectors: Selectors, kvcheck_source: str) -> Iterator[Reached]:
     """Port-forward to one router pod, two engine pods and the Curvine master; close them after."""
-    from kvtier.portforward import forward
+    from kvtier.smoke.portforward import forward
 
     routers = find(api, namespace, selectors.router, ("http",), "router")
     engines = find(api, namespace, selectors.engine, ("http",), "engine")
@@ -169,7 +169,7 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
 def reach_from_args(args: argparse.Namespace, stack: ExitStack) -> Reached:
     """Open the port-forwards the cluster options describe; they close with `stack`."""
     from kvtier.podscripts import kvcheck
-    from kvtier.portforward import core_api
+    from kvtier.smoke.portforward import core_api
 
     api = core_api(args.kubeconfig, args.context)
     selectors = Selectors.for_release(args.release)

@@ -20,10 +20,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kvtier import paths, toolchain
-from kvtier.changelog import release_findings
 from kvtier.errors import UserError
-from kvtier.registry import Registry, tag
-from kvtier.versioning import Finding, chart_meta, version_line
+from kvtier.publish.changelog import release_findings
+from kvtier.publish.registry import Registry, tag
+from kvtier.publish.versioning import Finding, chart_meta, version_line
 
 
 @dataclass

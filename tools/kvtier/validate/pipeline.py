@@ -15,7 +15,18 @@ from typing import Any
 from kvtier import exitcodes, paths
 from kvtier import schema as schema_source
 from kvtier.errors import UserError
-from kvtier.validate import configs, crosspod, kube, loader, merge, podsecurity, render, rules, schema_check
+from kvtier.validate import (
+    catalogue,
+    configs,
+    crosspod,
+    kube,
+    loader,
+    merge,
+    podsecurity,
+    render,
+    rules,
+    schema_check,
+)
 from kvtier.validate.crosspod import CROSSPOD
 from kvtier.validate.deployed import release_values
 from kvtier.validate.findings import CURVINE, LMCACHE, POLICY, RULES, SCHEMA, UNAVAILABLE, FileReport, Finding
@@ -43,8 +54,8 @@ def check_loaded(
     report.add(SCHEMA, schema_findings + _stale_copies())
     ctx = rules.ValuesContext(merge.effective(loaded.data), loaded, deployed)
     not_run: list[str] = []
-    found = rules.run_values(ctx, not_run=not_run if schema_findings else None)
-    count = sum(1 for r in rules.all_rules().values() if r.scope == "values")
+    found = catalogue.run_values(ctx, not_run=not_run if schema_findings else None)
+    count = sum(1 for r in catalogue.all_rules().values() if r.scope == "values")
     report.add(RULES, found, "" if found or not_run else f"{count} rules")
     notes = (
         [f"{len(not_run)} rule(s) not evaluated on values of the wrong type: {', '.join(not_run)}"]
@@ -158,7 +169,7 @@ def check_render(report: FileReport, renders: list[render.Render], options: Opti
     }
     levels = {k: v for k, v in levels.items() if k and v} | options.pod_security
     ctx = rules.ManifestsContext(manifests, options.namespace, levels)
-    found = rules.run_manifests(ctx, report.file)
+    found = catalogue.run_manifests(ctx, report.file)
     crosspod_found = [f for f in found if f.check == CROSSPOD]
     engines = sum(1 for _ in crosspod.engines(ctx))
     report.add(

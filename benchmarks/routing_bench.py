@@ -6,7 +6,7 @@ the umbrella chart renders for each strategy). Each strategy gets fresh prompts,
 through the router; the table says how many repeats reached the replica that served the prompt
 first (the warm one) and the median TTFT of repeats over first sends.
 
-    .venv/bin/python bench/routing_bench.py [--trials 20] [--tokens 2000] [--out DIR]
+    .venv/bin/python benchmarks/routing_bench.py [--trials 20] [--tokens 2000] [--out DIR]
 
 Needs the engine venv (toolchain/engine.sh). Targets: cache-aware >= 95 % warm, TTFT ratio <= 0.15.
 Exit 0 when the cache-aware targets are met, 1 when not, 2 when the rig cannot start.

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kvtier.errors import UserError
-from kvtier.plan_data import GIB, INSTANCE_TYPES, KNOWN_MODELS, REFERENCE
+from kvtier.plan.facts import GIB, INSTANCE_TYPES, KNOWN_MODELS, REFERENCE
 
 REFERENCE_BYTES_PER_TOKEN = 2 * 28 * 4 * 128 * 2  # Qwen2-7B fp16 (DESIGN.md section 4)
 DTYPE_BYTES = {

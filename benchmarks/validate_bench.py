@@ -8,7 +8,7 @@ namespace, kube version), run one after another as a plain CI script would. Both
 fresh processes, wall clock, interleaved; the ratio is the median of the per-run ratios. The chart's
 dependencies are built before timing.
 
-    .venv/bin/python bench/validate_bench.py [--runs 5] [--values values/]
+    .venv/bin/python benchmarks/validate_bench.py [--runs 5] [--values values/]
 
 Prints both times and the ratio (target <= 1.3x). Also shows the baseline run in parallel, for
 comparison with what Helm alone could do with the same parallelism. Exit 0 when the target is met, 1
@@ -32,12 +32,12 @@ from rich.table import Table
 
 from kvtier import paths
 from kvtier.errors import UserError
-from kvtier.validate import engine, render
+from kvtier.validate import pipeline, render
 
 TARGET = 1.3
 
 
-def helm_commands(files: list[Path], options: engine.Options) -> list[list[str]]:
+def helm_commands(files: list[Path], options: pipeline.Options) -> list[list[str]]:
     """The exact `helm template` commands `kvtier validate` runs for these files."""
     return [
         render.command(f, major, options.release, options.namespace, options.kube_version)
@@ -72,8 +72,8 @@ def main() -> int:
     parser.add_argument("--values", default=str(paths.VALUES))
     args = parser.parse_args()
     try:
-        files = engine.collect([args.values])
-        options = engine.Options()
+        files = pipeline.collect([args.values])
+        options = pipeline.Options()
         commands = helm_commands(files, options)
         problem = render.ensure_dependencies()
     except UserError as error:
