@@ -12,24 +12,24 @@ import pytest
 from kvtier import paths
 from kvtier.errors import UserError
 from kvtier.publish import changelog, versioning
-from kvtier.publish.versioning import SemVer, changed_without_bump, packaged
+from kvtier.publish.versioning import changed_without_bump, packaged, parse_version
 
 
 def test_semver_precedence_follows_the_spec_example() -> None:
     # semver.org section 11: 1.0.0-alpha < alpha.1 < alpha.beta < beta < beta.2 < beta.11 < rc.1 < 1.0.0
     chain = ["1.0.0-alpha", "1.0.0-alpha.1", "1.0.0-alpha.beta", "1.0.0-beta", "1.0.0-beta.2"]
     chain += ["1.0.0-beta.11", "1.0.0-rc.1", "1.0.0", "1.0.1", "1.1.0", "2.0.0"]
-    parsed = [SemVer.parse(v) for v in chain]
+    parsed = [parse_version(v) for v in chain]
     assert parsed == sorted(reversed(parsed))
     assert all(a < b for a, b in itertools.pairwise(parsed))
-    assert SemVer.parse("1.2.3+build.5") == SemVer.parse("1.2.3"), "build metadata has no precedence"
-    assert str(SemVer.parse("1.2.3-rc.1+b")) == "1.2.3-rc.1+b"
+    assert parse_version("1.2.3+build.5") == parse_version("1.2.3"), "build metadata has no precedence"
+    assert str(parse_version("1.2.3-rc.1+b")) == "1.2.3-rc.1+b"
 
 
 @pytest.mark.parametrize("bad", ["1.2", "v1.2.3", "01.2.3", "1.2.3-", "1.2.3-01", "latest", ""])
 def test_semver_rejects_non_versions(bad: str) -> None:
     with pytest.raises(ValueError, match="not a semantic version"):
-        SemVer.parse(bad)
+        parse_version(bad)
 
 
 @pytest.mark.parametrize(

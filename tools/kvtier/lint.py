@@ -73,7 +73,7 @@ def _version_bump(chart: Path, remote: str, branch: str) -> str:
     """ct's version check, with ct's notion of "changed": any tracked file under the chart that differs
     from the merge base (ct ignores .helmignore unless `use-helmignore`), old version from the target
     branch's tip. `kvtier package` asks a different question (would the packaged chart differ?), hence
-    versioning.changed_without_bump; both order versions with versioning.SemVer."""
+    versioning.changed_without_bump; both order versions with versioning.parse_version (python-semver)."""
     rel = chart.relative_to(paths.ROOT)
     base = _git("merge-base", f"{remote}/{branch}", "HEAD").stdout.strip()
     changed = _git("diff", "--name-only", base, "--", str(rel)).stdout.strip() if base else "?"
@@ -83,8 +83,8 @@ def _version_bump(chart: Path, remote: str, branch: str) -> str:
     if old.returncode != 0:
         return "skipped: new chart (not on the target branch)"
     try:
-        before = versioning.SemVer.parse(str((yaml.safe_load(old.stdout) or {}).get("version")))
-        now = versioning.SemVer.parse(str(versioning.chart_meta(chart)["version"]))
+        before = versioning.parse_version(str((yaml.safe_load(old.stdout) or {}).get("version")))
+        now = versioning.parse_version(str(versioning.chart_meta(chart)["version"]))
     except (yaml.YAMLError, ValueError, UserError) as error:
         return f"cannot compare Chart.yaml versions: {error}"
     if now <= before:

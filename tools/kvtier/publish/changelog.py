@@ -13,7 +13,14 @@ from pathlib import Path
 
 import yaml
 
-from kvtier.publish.versioning import Finding, SemVer, chart_meta, version_findings, version_line
+from kvtier.publish.versioning import (
+    Finding,
+    Version,
+    chart_meta,
+    parse_version,
+    version_findings,
+    version_line,
+)
 
 KINDS = ("added", "changed", "deprecated", "removed", "fixed", "security")
 _VERSION_HEADING = re.compile(r"^## \[?([^\]\s]+)\]?(?:\s+-\s+(\d{4}-\d{2}-\d{2}))?\s*$")
@@ -65,10 +72,10 @@ def changelog_findings(chart_dir: Path) -> list[Finding]:
         return [Finding("changelog-entry", path, 0, "the chart has no CHANGELOG.md")]
     sections, problems = parse(path.read_text())
     findings = [Finding("changelog-entry", path, line, problem) for line, problem in problems]
-    seen: list[SemVer] = []
+    seen: list[Version] = []
     for section in sections:
         try:
-            parsed = SemVer.parse(section.version)
+            parsed = parse_version(section.version)
         except ValueError as error:
             findings.append(Finding("changelog-entry", path, section.line, str(error)))
             continue

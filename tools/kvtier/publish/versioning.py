@@ -9,12 +9,11 @@ go up. Files the chart's .helmignore leaves out of the package (tests, CI scenar
 from __future__ import annotations
 
 import fnmatch
-import re
 import subprocess
 from dataclasses import dataclass
-from functools import total_ordering
 from pathlib import Path
 
+import semver
 import yaml
 
 from kvtier import paths
@@ -89,52 +88,19 @@ class Finding:
         return f"{location}: [{self.rule}] {self.message}; {self.remedy}"
 
 
-_SEMVER = re.compile(
-    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
-    r"(?:-((?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)(?:\.(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*))*))?"
-    r"(?:\+([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?$"
-)
+# python-semver implements SemVer 2.0.0's precedence (build metadata ignored, a release above its
+# pre-releases), the order ct and Helm's Masterminds/semver give for the versions we accept.
+Version = semver.Version
 
 
-@total_ordering
-@dataclass(frozen=True)
-class SemVer:
-    """A semantic version 2.0.0; ordering follows its precedence rules (build metadata ignored)."""
-
-    major: int
-    minor: int
-    patch: int
-    pre: tuple[str, ...] = ()
-    build: str = ""
-
-    @classmethod
-    def parse(cls, text: str) -> SemVer:
-        match = _SEMVER.match(str(text).strip())
-        if not match:
-            raise ValueError(f"{text!r} is not a semantic version (MAJOR.MINOR.PATCH[-pre][+build])")
-        major, minor, patch, pre, build = match.groups()
-        return cls(int(major), int(minor), int(patch), tuple(pre.split(".")) if pre else (), build or "")
-
-    def _key(self) -> tuple:
-        # A release ranks above its pre-releases; numeric identifiers rank below alphanumeric ones.
-        pre = tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in self.pre)
-        return (self.major, self.minor, self.patch, not self.pre, pre)
-
-    def __lt__(self, other: object) -> bool:
-        if not isinstance(other, SemVer):
-            return NotImplemented
-        return self._key() < other._key()
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, SemVer) and self._key() == other._key()
-
-    def __hash__(self) -> int:
-        return hash(self._key())
-
-    def __str__(self) -> str:
-        text = f"{self.major}.{self.minor}.{self.patch}"
-        text += f"-{'.'.join(self.pre)}" if self.pre else ""
-        return text + (f"+{self.build}" if self.build else "")
+def parse_version(text: object) -> Version:
+    """A strict SemVer 2.0.0 version (no `v` prefix, no missing parts); ValueError says what is wrong."""
+    try:
+        return Version.parse(str(text).strip())
+    except (ValueError, TypeError):
+        raise ValueError(
+            f"{str(text)!r} is not a semantic version (MAJOR.MINOR.PATCH[-pre][+build])"
+        ) from None
 
 
 def chart_meta(chart_dir: Path) -> dict:
@@ -161,7 +127,7 @@ def version_line(chart_dir: Path) -> int:
 def version_findings(chart_dir: Path) -> list[Finding]:
     version = str(chart_meta(chart_dir)["version"])
     try:
-        SemVer.parse(version)
+        parse_version(version)
     except ValueError as error:
         return [Finding("version-semver", chart_dir / "Chart.yaml", version_line(chart_dir), str(error))]
     return []
@@ -171,14 +137,27 @@ def _git(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["git", "-C", str(paths.ROOT), *args], capture_output=True, text=True, check=False)
 
 
-def _ignore_patterns(chart_dir: Path) -> list[str]:
+def ignore_patterns(chart_dir: Path) -> list[str]:
+    """The rules of a chart's .helmignore; a UserError where Helm would refuse the file."""
     ignore = chart_dir / ".helmignore"
     if not ignore.is_file():
         return []
-    lines = (line.strip() for line in ignore.read_text().splitlines())
-    return [line for line in lines if line and not line.startswith("#")]
+    patterns = []
+    for number, raw in enumerate(ignore.read_text().splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if "**" in line:  # helm.sh/helm pkg/ignore parseRule refuses it, so `helm package` fails
+            raise UserError(
+                f"{ignore}:{number}: `{line}`: Helm's .helmignore does not support `**`; "
+                "use `*` per path segment or a directory rule such as `docs/`"
+            )
+        patterns.append(line)
+    return patterns
 
 
+# Helm's rules, not gitignore's: pathspec's gitwildmatch disagrees on negation (Helm ignores whatever
+# a negated rule does not match), which tests/charts/test_helmignore_vs_helm.py shows on `helm package`.
 def _match(rule: str, path: str) -> bool:
     # Go's filepath.Match: `*` never crosses `/`, so match segment by segment.
     rule_parts, path_parts = rule.split("/"), path.split("/")
@@ -240,13 +219,13 @@ def changed_without_bump(chart_dir: Path, base_ref: str) -> list[Finding]:
         return []  # a chart new since base_ref: any version is a first release
     if version_findings(chart_dir):
         return version_findings(chart_dir)
-    patterns = _ignore_patterns(chart_dir)
+    patterns = ignore_patterns(chart_dir)
     changed = [f for f in changed_files(chart_dir, base_ref) if packaged(f, patterns)]
     if not changed:
         return []
-    current = SemVer.parse(str(chart_meta(chart_dir)["version"]))
+    current = parse_version(str(chart_meta(chart_dir)["version"]))
     try:
-        before = SemVer.parse(str((yaml.safe_load(old.stdout) or {}).get("version", "")))
+        before = parse_version(str((yaml.safe_load(old.stdout) or {}).get("version", "")))
     except ValueError:
         return []  # the base had no valid version: nothing to compare against
     if current > before:
