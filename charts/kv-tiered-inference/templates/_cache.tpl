@@ -1,0 +1,88 @@
+{{/*
+The KV cache tiers: L1 sizing, the L2 claim and its StorageClass, and the LMCache config. The cross-pod
+invariants (chunk size, hash algorithm, serde, L2 URL) are written here once and read by every template
+that needs them.
+*/}}
+
+{{/*
+Bytes of a Kubernetes quantity (1Gi, 500G, 1.5Ti, 2048Mi, 123), as a float64. Fails on anything else.
+*/}}
+{{- define "kv-tiered-inference.bytes" -}}
+{{- $q := toString . -}}
+{{- if not (regexMatch "^[0-9]+(\\.[0-9]+)?([kMGTP]|[KMGTP]i)?$" $q) -}}
+{{- fail (printf "quantity %q: expected a size such as 110Gi, 96G or 1024Mi" $q) -}}
+{{- end -}}
+{{- $number := regexFind "^[0-9]+(\\.[0-9]+)?" $q -}}
+{{- $unit := trimPrefix $number $q -}}
+{{- $factors := dict "" 1.0 "k" 1e3 "M" 1e6 "G" 1e9 "T" 1e12 "P" 1e15 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "Pi" 1125899906842624.0 -}}
+{{- mulf (float64 $number) (get $factors $unit) -}}
+{{- end -}}
+
+{{/* Name of the L2 PVC (the contract shared with the HyperPod templates). */}}
+{{- define "kv-tiered-inference.l2ClaimName" -}}
+{{- .Values.cache.l2.claim.existingClaim | default (printf "%s-l2cache" .Release.Name) -}}
+{{- end -}}
+
+{{/* StorageClass of the created L2 PVC: the given one, else this release's Curvine StorageClass. */}}
+{{- define "kv-tiered-inference.l2StorageClass" -}}
+{{- $claim := .Values.cache.l2.claim -}}
+{{- if $claim.storageClassName -}}
+{{- $claim.storageClassName -}}
+{{- else if .Values.curvine.enabled -}}
+{{- $sc := dig "storageClass" "name" "" .Values.curvine -}}
+{{- $sc | default (printf "%s-curvine" .Release.Name) -}}
+{{- else -}}
+{{- fail "cache.l2: curvine.enabled is false, so the L2 PVC needs an existing Curvine: set cache.l2.claim.existingClaim (an RWX PVC) or cache.l2.claim.storageClassName (the external Curvine StorageClass)" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* LMCache remote_url of the shared L2: host and port are placeholders its URL parser requires. */}}
+{{- define "kv-tiered-inference.remoteUrl" -}}
+{{- printf "fs://localhost:0%s/" .Values.cache.l2.mountPath -}}
+{{- end -}}
+
+{{/*
+max_local_cpu_size in GiB of one model: cache.l1.size, or with `auto` the memory limit minus /dev/shm
+(memory-backed, so it counts against the limit) minus cache.l1.headroom. Refused when under 1 GiB.
+Input: dict "root" $ "model" <models[] entry>.
+*/}}
+{{- define "kv-tiered-inference.l1SizeGiB" -}}
+{{- $l1 := .root.Values.cache.l1 -}}
+{{- if ne (toString $l1.size) "auto" -}}
+{{- $l1.size -}}
+{{- else -}}
+{{- $limit := dig "resources" "limits" "memory" "" .model -}}
+{{- if not $limit -}}
+{{- fail (printf "models[%s]: cache.l1.size is auto, which needs resources.limits.memory on the model (L1 = limit - engine.shmSize - cache.l1.headroom); set the limit or a number of GB in cache.l1.size" .model.name) -}}
+{{- end -}}
+{{- $gib := 1073741824.0 -}}
+{{- $free := subf (subf (include "kv-tiered-inference.bytes" $limit | float64) (include "kv-tiered-inference.bytes" .root.Values.engine.shmSize | float64)) (include "kv-tiered-inference.bytes" $l1.headroom | float64) -}}
+{{- $size := floor (divf $free $gib) -}}
+{{- if lt $size 1.0 -}}
+{{- fail (printf "models[%s]: cache.l1.size auto leaves %.1f GiB for L1 (memory limit %s - /dev/shm %s - headroom %s); raise resources.limits.memory, lower engine.shmSize or cache.l1.headroom, or set cache.l1.size" .model.name (divf $free $gib) (toString $limit) (toString .root.Values.engine.shmSize) (toString $l1.headroom)) -}}
+{{- end -}}
+{{- $size | int -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Whether LMCache is used at all (L1 or L2 on). */}}
+{{- define "kv-tiered-inference.lmcacheEnabled" -}}
+{{- if or .Values.cache.l1.enabled .Values.cache.l2.enabled -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+The LMCache config file of one model (YAML). Every key is LMCache's (lmcache/v1/config.py); the test
+suite loads it with LMCacheEngineConfig.from_file. Input: dict "root" $ "model" <models[] entry>.
+*/}}
+{{- define "kv-tiered-inference.lmcacheConfig" -}}
+{{- $cache := .root.Values.cache -}}
+chunk_size: {{ $cache.chunkSize }}
+pre_caching_hash_algorithm: {{ $cache.hashAlgorithm }}
+local_cpu: {{ $cache.l1.enabled }}
+{{- /* LMCache allocates its CPU buffer from max_local_cpu_size even with local_cpu off (L2 transfers stage there). */}}
+max_local_cpu_size: {{ include "kv-tiered-inference.l1SizeGiB" . }}
+{{- if $cache.l2.enabled }}
+remote_url: {{ include "kv-tiered-inference.remoteUrl" .root | quote }}
+remote_serde: naive
+{{- end }}
+{{- end -}}

@@ -1,0 +1,37 @@
+{{/* Image references and pull secrets of every pod. */}}
+
+{{/*
+One image reference: global.imageRegistry > image.registry; digest beats tag.
+Input: dict "image" <image values> "root" $.
+*/}}
+{{- define "kv-tiered-inference.image" -}}
+{{- $registry := .image.registry -}}
+{{- with .root.Values.global }}{{ if .imageRegistry }}{{ $registry = .imageRegistry }}{{ end }}{{ end -}}
+{{- $repo := .image.repository -}}
+{{- if $registry }}{{ $repo = printf "%s/%s" $registry .image.repository }}{{ end -}}
+{{- if .image.digest -}}
+{{- printf "%s@%s" $repo .image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $repo (required (printf "image %s needs a tag or a digest" .image.repository) .image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The test pods' image values: tests.image, or the engine image when its repository is empty. */}}
+{{- define "kv-tiered-inference.testImage" -}}
+{{- if .Values.tests.image.repository -}}
+{{- include "kv-tiered-inference.image" (dict "image" .Values.tests.image "root" .) -}}
+{{- else -}}
+{{- include "kv-tiered-inference.image" (dict "image" .Values.engine.image "root" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Pull secrets of every pod: global first, then engine.imagePullSecrets. */}}
+{{- define "kv-tiered-inference.imagePullSecrets" -}}
+{{- $secrets := list -}}
+{{- with .Values.global }}{{ with .imagePullSecrets }}{{ $secrets = concat $secrets . }}{{ end }}{{ end -}}
+{{- $secrets = concat $secrets .Values.engine.imagePullSecrets | uniq -}}
+{{- with $secrets }}
+imagePullSecrets:
+{{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
