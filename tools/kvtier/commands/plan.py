@@ -9,9 +9,9 @@ from typing import Any
 
 from kvtier import exitcodes
 from kvtier.errors import UserError
-from kvtier.plan import capacity, report
+from kvtier.plan import capacity, report, result
 from kvtier.plan import inputs as plan_inputs
-from kvtier.plan.facts import GIB, KNOWN_MODELS, REFERENCE
+from kvtier.plan.facts import KNOWN_MODELS, REFERENCE
 from kvtier.validate import loader, merge
 
 
@@ -129,53 +129,9 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
         ]
     else:
         raise UserError("give a values FILE, --model NAME or --model-config config.json")
-    for _, d in inputs:
-        d.activation_gib = args.activation_gib
-        if not args.activation_gib:
-            d.notes.append(
-                "L0 = GPU memory x utilisation - weights; vLLM also keeps activations and CUDA graphs "
-                "(1-4 GiB per GPU, profiled at start): give --activation-gib to subtract them"
-            )
     if any(n <= 0 for n in args.prompt_tokens):
         raise UserError("--prompt-tokens must be positive")
-    out: dict[str, Any] = {"units": "GiB = 2^30 bytes; bandwidth GiB/s; time ms", "models": []}
-    for label, d in inputs:
-        bpt = d.model.kv_bytes_per_token(d.kv_dtype_bytes)
-        timing = _timing(args)
-        caps = capacity.capacities(d)
-        entry = {
-            "name": label,
-            "model": d.model.name,
-            "layers": d.model.layers,
-            "kv_heads": d.model.kv_heads,
-            "head_dim": d.model.head_dim,
-            "kv_dtype_bytes": d.kv_dtype_bytes,
-            "kv_bytes_per_token": bpt,
-            "kv_formula": d.model.kv_formula(d.kv_dtype_bytes),
-            "params": d.model.params,
-            "notes": d.model.notes() + d.notes,
-            "replicas": d.replicas,
-            "tiers": {
-                t: {**v, "prompts": {n: v["tokens"] / n for n in args.prompt_tokens}}
-                for t, v in caps.items()
-                if t != "weights"
-            },
-            "weights_gib": caps["weights"]["bytes"] / GIB,
-            "prompts": [capacity.prompt_row(d, timing, n) for n in args.prompt_tokens],
-            "break_even_tokens": timing.break_even_tokens(bpt),
-            "timing": {
-                "request_ms": timing.request_ms,
-                "hit_ms": timing.hit_ms,
-                "prefill_tps": timing.prefill_tps,
-                "read_gib_s": timing.read_gib_s,
-                "write_gib_s": timing.write_gib_s,
-                "calibration": timing.source,
-            },
-        }
-        if args.reference_check:
-            entry["reference_check"] = capacity.reference_check(timing, bpt)
-        out["models"].append(entry)
-    return out
+    return result.build(inputs, _timing(args), args.prompt_tokens, args.activation_gib, args.reference_check)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -7,11 +7,10 @@ import json
 from contextlib import ExitStack
 
 from rich.console import Console
-from rich.table import Table
 
 from kvtier import exitcodes
 from kvtier.errors import UserError
-from kvtier.smoke import checks, reach
+from kvtier.smoke import checks, reach, report
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -47,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(outcomes, indent=2, sort_keys=True))
     else:
-        Console().print(_table(outcomes))
+        Console().print(report.table(outcomes))
     failed = [o for o in outcomes if o["status"] == checks.FAIL]
     return exitcodes.FINDINGS if failed else exitcodes.OK
 
@@ -81,14 +80,3 @@ def _cluster_targets(args: argparse.Namespace, stack: ExitStack) -> checks.Targe
         curvine=reached.curvine,
         curvine_workers=args.curvine_workers,
     )
-
-
-def _table(outcomes: list[dict]) -> Table:
-    table = Table(title="kvtier smoke")
-    for column in ("check", "result", "summary", "remedy"):
-        table.add_column(column)
-    style = {checks.PASS: "green", checks.FAIL: "red", checks.SKIP: "yellow"}
-    for o in outcomes:
-        status = f"[{style[o['status']]}]{o['status']}"
-        table.add_row(o["id"], status, o["summary"], o.get("remedy", ""))
-    return table

@@ -1,0 +1,66 @@
+"""The plan of each model as plain data: tier capacities, per-prompt times, the break-even length.
+
+`build` is what `kvtier plan` prints (report.py) or writes as JSON; every number comes from capacity.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvtier.plan import capacity
+from kvtier.plan.capacity import Deployment, Timing
+from kvtier.plan.facts import GIB
+
+
+def build(
+    inputs: list[tuple[str, Deployment]],
+    timing: Timing,
+    prompt_tokens: list[int],
+    activation_gib: float,
+    reference_check: bool,
+) -> dict[str, Any]:
+    """One entry per (label, deployment); `activation_gib` is subtracted from L0 when given."""
+    for _, d in inputs:
+        d.activation_gib = activation_gib
+        if not activation_gib:
+            d.notes.append(
+                "L0 = GPU memory x utilisation - weights; vLLM also keeps activations and CUDA graphs "
+                "(1-4 GiB per GPU, profiled at start): give --activation-gib to subtract them"
+            )
+    out: dict[str, Any] = {"units": "GiB = 2^30 bytes; bandwidth GiB/s; time ms", "models": []}
+    for label, d in inputs:
+        bpt = d.model.kv_bytes_per_token(d.kv_dtype_bytes)
+        caps = capacity.capacities(d)
+        entry = {
+            "name": label,
+            "model": d.model.name,
+            "layers": d.model.layers,
+            "kv_heads": d.model.kv_heads,
+            "head_dim": d.model.head_dim,
+            "kv_dtype_bytes": d.kv_dtype_bytes,
+            "kv_bytes_per_token": bpt,
+            "kv_formula": d.model.kv_formula(d.kv_dtype_bytes),
+            "params": d.model.params,
+            "notes": d.model.notes() + d.notes,
+            "replicas": d.replicas,
+            "tiers": {
+                t: {**v, "prompts": {n: v["tokens"] / n for n in prompt_tokens}}
+                for t, v in caps.items()
+                if t != "weights"
+            },
+            "weights_gib": caps["weights"]["bytes"] / GIB,
+            "prompts": [capacity.prompt_row(d, timing, n) for n in prompt_tokens],
+            "break_even_tokens": timing.break_even_tokens(bpt),
+            "timing": {
+                "request_ms": timing.request_ms,
+                "hit_ms": timing.hit_ms,
+                "prefill_tps": timing.prefill_tps,
+                "read_gib_s": timing.read_gib_s,
+                "write_gib_s": timing.write_gib_s,
+                "calibration": timing.source,
+            },
+        }
+        if reference_check:
+            entry["reference_check"] = capacity.reference_check(timing, bpt)
+        out["models"].append(entry)
+    return out
