@@ -88,23 +88,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _list_rules(output: str) -> int:
-    import json
-
-    from rich.console import Console
-    from rich.table import Table
-
-    from kvtier.validate import catalogue
+    from kvtier.validate import catalogue, report
 
     listed = catalogue.listing()
     if output == "json":
-        print(json.dumps(listed, indent=2))
-        return 0
-    table = Table(title="kvtier validate rules", title_justify="left")
-    for column in ("id", "reads", "reported under", "why", "what to do"):
-        table.add_column(column, overflow="fold")
-    for r in listed:
-        table.add_row(r["id"], r["scope"], r["row"], r["reason"], r["remedy"])
-    Console(width=max(Console().width, 140)).print(table)
+        print(report.rules_json(listed))
+    else:
+        report.print_rules(listed)
     return 0
 
 

@@ -130,3 +130,18 @@ def print_human(reports: list[FileReport], console: Console | None = None) -> No
 def to_json(reports: list[FileReport], exit_code: int) -> str:
     data: dict[str, Any] = {"exit_code": exit_code, "environments": [r.to_json() for r in reports]}
     return json.dumps(data, indent=2)
+
+
+def rules_json(listed: list[dict[str, str]]) -> str:
+    """`--list-rules --output json`: the rule catalogue as data."""
+    return json.dumps(listed, indent=2)
+
+
+def print_rules(listed: list[dict[str, str]], console: Console | None = None) -> None:
+    """`--list-rules`: one row per rule (id, what it reads, summary row, why, what to do)."""
+    table = Table(title="kvtier validate rules", title_justify="left")
+    for column in ("id", "reads", "reported under", "why", "what to do"):
+        table.add_column(column, overflow="fold")
+    for r in listed:
+        table.add_row(r["id"], r["scope"], r["row"], r["reason"], r["remedy"])
+    (console or Console(width=max(Console().width, 140))).print(table)
