@@ -16,7 +16,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import yaml
 
 from kvtier.unittest_plugin import batchtpl, chartcopy, goemit, govalues
@@ -108,6 +107,8 @@ def schema_ok(copy_dir: Path, values: dict[str, Any], path: tuple[str, ...]) -> 
     schema_file = chart_dir / "values.schema.json"
     if not schema_file.is_file():
         return True
+    import jsonschema  # on first use: loading the plugin (every pytest session) stays as cheap as before
+
     schema = json.loads(schema_file.read_text())
     validator_cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft7Validator)
     return not any(True for _ in validator_cls(schema).iter_errors(values))
