@@ -12,7 +12,7 @@ from kvtier import helm, paths
 from kvtier.errors import UserError
 from kvtier.publish import package
 from kvtier.publish.registry import Registry, is_loopback, tag
-from kvtier.publish.versioning import chart_meta, packaged
+from kvtier.publish.versioning import chart_meta, ignore_patterns, packaged
 
 
 def _chart(root: Path, name: str, deps: tuple[str, ...] = ()) -> None:
@@ -98,8 +98,7 @@ def test_helmignore_reading_agrees_with_helm_package(name: str, tmp_path: Path, 
     with tarfile.open(tmp_path / f"{name}-{version}.tgz") as archive:
         in_package = {n.removeprefix(f"{name}/") for n in archive.getnames()}
     in_package = {f for f in in_package if not f.startswith(built)}
-    patterns = [ln.strip() for ln in (copy / ".helmignore").read_text().splitlines()]
-    patterns = [p for p in patterns if p and not p.startswith("#")]
+    patterns = ignore_patterns(copy)
     on_disk = {p.relative_to(copy).as_posix() for p in copy.rglob("*") if p.is_file()}
     on_disk = {f for f in on_disk if not f.startswith(built)}
     assert {f for f in on_disk if packaged(f, patterns)} == in_package

@@ -97,7 +97,7 @@ def parse_version(text: object) -> Version:
     """A strict SemVer 2.0.0 version (no `v` prefix, no missing parts); ValueError says what is wrong."""
     try:
         return Version.parse(str(text).strip())
-    except (ValueError, TypeError):
+    except ValueError:
         raise ValueError(
             f"{str(text)!r} is not a semantic version (MAJOR.MINOR.PATCH[-pre][+build])"
         ) from None
@@ -217,8 +217,9 @@ def changed_without_bump(chart_dir: Path, base_ref: str) -> list[Finding]:
         if _git("rev-parse", "--verify", "--quiet", f"{base_ref}^{{commit}}").returncode != 0:
             raise UserError(f"git ref {base_ref!r} not found; fetch it first (e.g. `git fetch origin main`)")
         return []  # a chart new since base_ref: any version is a first release
-    if version_findings(chart_dir):
-        return version_findings(chart_dir)
+    invalid = version_findings(chart_dir)
+    if invalid:
+        return invalid
     patterns = ignore_patterns(chart_dir)
     changed = [f for f in changed_files(chart_dir, base_ref) if packaged(f, patterns)]
     if not changed:
