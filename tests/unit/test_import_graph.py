@@ -13,12 +13,16 @@ import pytest
 pytestmark = pytest.mark.unit
 
 
-def circles(package: str) -> list[list[str]]:
-    """Each import circle inside `package` once, as the chain of modules that closes it.
+@pytest.fixture(scope="module")
+def graph() -> grimp.ImportGraph:
+    return grimp.build_graph("kvtier", cache_dir=None)
+
+
+def circles(graph: grimp.ImportGraph) -> list[list[str]]:
+    """Each import circle in the graph once, as the chain of modules that closes it.
 
     Imports inside functions count too: a lazy import is still a dependency, and hiding one in a
     function body is how circles usually survive."""
-    graph = grimp.build_graph(package, cache_dir=None)
     found: dict[frozenset[str], list[str]] = {}
     for importer in sorted(graph.modules):
         for imported in sorted(graph.find_modules_directly_imported_by(importer)):
@@ -29,15 +33,14 @@ def circles(package: str) -> list[list[str]]:
     return list(found.values())
 
 
-def test_no_import_circle_in_the_toolkit() -> None:
-    found = circles("kvtier")
+def test_no_import_circle_in_the_toolkit(graph: grimp.ImportGraph) -> None:
+    found = circles(graph)
     assert found == [], "import circles (each closes on its first module):\n" + "\n".join(
         " -> ".join(chain) for chain in found
     )
 
 
-def test_only_the_cli_imports_the_command_modules() -> None:
-    graph = grimp.build_graph("kvtier", cache_dir=None)
+def test_only_the_cli_imports_the_command_modules(graph: grimp.ImportGraph) -> None:
     top = {"kvtier.cli", "kvtier.commands", *graph.find_descendants("kvtier.commands")}
     wrong = sorted(
         f"{d['importer']} imports {d['imported']} (line {d['line_number']})"
@@ -62,7 +65,7 @@ def test_the_circle_check_finds_a_circle(tmp_path: Path, monkeypatch: pytest.Mon
     (pkg / "plain.py").write_text(textwrap.dedent("import circled.registry\n"))
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
-        found = circles("circled")
+        found = circles(grimp.build_graph("circled", cache_dir=None))
     finally:
         sys.modules.pop("circled", None)
     assert [set(chain) for chain in found] == [{"circled.registry", "circled.rule_a"}]
