@@ -79,6 +79,13 @@ def prompt_tokens(count: int, seed: int = 0) -> list[int]:
 
 def run_cases(cases: list[dict[str, Any]], seed: str, work_dir: Path) -> list[dict[str, Any]]:
     """Run `cases` in one engine-venv process with PYTHONHASHSEED=seed; one verdict per case."""
+    return run_cases_logged(cases, seed, work_dir)[0]
+
+
+def run_cases_logged(
+    cases: list[dict[str, Any]], seed: str, work_dir: Path
+) -> tuple[list[dict[str, Any]], str]:
+    """run_cases, and what LMCache logged (stderr)."""
     work_dir.mkdir(parents=True, exist_ok=True)
     request = work_dir / f"cases-{len(list(work_dir.glob('cases-*.json')))}.json"
     request.write_text(json.dumps(cases))
@@ -94,4 +101,4 @@ def run_cases(cases: list[dict[str, Any]], seed: str, work_dir: Path) -> list[di
     verdicts = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or len(verdicts) != len(cases):
         raise RigError(f"LMCache probe failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-    return verdicts
+    return verdicts, proc.stderr

@@ -7,10 +7,10 @@ lmcache-cpu-copy stand-in). Runs in the engine venv (vLLM importable, so PYTHONH
 
 CASES: a JSON list; each case {"action": "store"|"lookup", "config": path of lmcache.yaml, "model_arg",
 "served_model_name", "world_size", "worker_id", "dtype", "layers", "kv_heads", "head_size", "tokens": [...],
-"kv_seed"} runs on a fresh engine (its own L1), one after another in this process (one PYTHONHASHSEED).
+"kv_seed", "fault": optional "delete_after_lookup"} runs on a fresh engine (its own L1), one after another in this process (one PYTHONHASHSEED).
 `store` writes the chunks of `tokens` (KV drawn from kv_seed) and waits until L2 holds them; `lookup` asks
 how many leading tokens LMCache would serve, retrieves them and compares with the KV kv_seed gives. Prints
-one JSON line per case: {"hit_tokens", "retrieved_tokens", "data_ok", "error"}.
+one JSON line per case: {"hit_tokens", "retrieved_tokens", "data_ok", "lookup_after", "error"}.
 """
 
 from __future__ import annotations
@@ -85,6 +85,9 @@ def run_case(request: dict[str, Any]) -> dict[str, Any]:
         else:
             hit = int(engine.lookup(tokens))
             result["hit_tokens"] = hit
+            if request.get("fault") == "delete_after_lookup":  # eviction racing a reader
+                for path in l2_dir(config).glob("*.data"):
+                    path.unlink()
             if hit:
                 caches = paged_kv(request, len(tokens), fill=False)
                 mask = engine.retrieve(tokens[:hit], kvcaches=caches, slot_mapping=slots[:hit])
@@ -96,6 +99,8 @@ def run_case(request: dict[str, Any]) -> dict[str, Any]:
                     torch.equal(got[:full_blocks], want[:full_blocks])
                     for got, want in zip(caches, truth, strict=True)
                 )
+        # The engine still answers after whatever happened above.
+        result["lookup_after"] = int(engine.lookup(tokens))
     except Exception as error:  # the verdict is the output: a failed read is a finding, not a crash
         result["error"] = f"{type(error).__name__}: {error}"
         result["traceback"] = traceback.format_exc()[-1500:]
