@@ -7,7 +7,8 @@ lmcache-cpu-copy stand-in). Runs in the engine venv (vLLM importable, so PYTHONH
 
 CASES: a JSON list; each case {"action": "store"|"lookup", "config": path of lmcache.yaml, "model_arg",
 "served_model_name", "world_size", "worker_id", "dtype", "layers", "kv_heads", "head_size", "tokens": [...],
-"kv_seed", "fault": optional "delete_after_lookup"} runs on a fresh engine (its own L1), one after another in this process (one PYTHONHASHSEED).
+"kv_seed", "fault": optional "delete_after_lookup"} runs on a fresh engine (its own L1), one after another
+in this process (one PYTHONHASHSEED).
 `store` writes the chunks of `tokens` (KV drawn from kv_seed) and waits until L2 holds them; `lookup` asks
 how many leading tokens LMCache would serve, retrieves them and compares with the KV kv_seed gives. Prints
 one JSON line per case: {"hit_tokens", "retrieved_tokens", "data_ok", "lookup_after", "error"}.
