@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from kvtier import paths
 from kvtier.cli import main
@@ -45,6 +46,7 @@ def test_every_environment_passes_every_layer(capsys: pytest.CaptureFixture[str]
     assert code == 0, [f for e in out["environments"] for f in e["findings"] if f.get("severity") == "error"]
     for env in out["environments"]:
         assert list(env["checks"]) == CHECKS, env["file"]
+        curvine = (yaml.safe_load(Path(env["file"]).read_text()).get("curvine") or {}).get("enabled", True)
         for check in (
             "schema",
             "rules",
@@ -54,7 +56,9 @@ def test_every_environment_passes_every_layer(capsys: pytest.CaptureFixture[str]
             "cross-pod (rendered)",
             "policy",
         ):
-            assert env["checks"][check]["status"] == "ok", (env["file"], check, env["checks"][check])
+            # An environment without Curvine (values/cpu.yaml: L2 on an existing RWX claim) has no TOML to load.
+            expected = "skipped" if check == "Curvine TOML" and not curvine else "ok"
+            assert env["checks"][check]["status"] == expected, (env["file"], check, env["checks"][check])
         for minor in kube.DEFAULT_MINORS:
             assert env["checks"][f"k8s {minor}"]["status"] in ("ok", "warning"), (env["file"], minor)
 
@@ -99,7 +103,8 @@ def test_chart_refusal_is_a_render_finding(capsys) -> None:
 
 
 def test_pod_security_level_is_enforced_when_declared(capsys) -> None:
-    env_file = next(p for p in sorted(paths.VALUES.glob("*.yaml")) if "hyperpod" not in p.name)
+    # A standalone environment with Curvine, whose CSI node plugin must run privileged (FUSE).
+    env_file = paths.VALUES / "dev.yaml"
     code, out = _json(["--pod-security", "kvtier=baseline", str(env_file)], capsys)
     [env] = out["environments"]
     findings = [f for f in env["findings"] if f["rule"] == "policy-pod-security"]

@@ -1,4 +1,4 @@
-"""What decides whether one engine pod can use another's L2 chunks: LMCache 0.5.5's chunk key and where its
+"""What decides whether one engine pod can use another's L2 chunks: the pinned LMCache's chunk key and where its
 fs connector looks (lmcache/utils.py CacheEngineKey; storage_backend/connector/fs_connector.py).
 
 The key is `<model argument>@<world size>@<worker id>@<chunk hash>@<KV dtype>`, the chunk hash is a chain
