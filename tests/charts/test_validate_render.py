@@ -56,7 +56,7 @@ def test_every_environment_passes_every_layer(capsys: pytest.CaptureFixture[str]
             "cross-pod (rendered)",
             "policy",
         ):
-            # An environment without Curvine (values/cpu.yaml: L2 on an existing RWX claim) has no TOML to load.
+            # Without Curvine (values/cpu.yaml: L2 on an existing RWX claim) there is no TOML to load.
             expected = "skipped" if check == "Curvine TOML" and not curvine else "ok"
             assert env["checks"][check]["status"] == expected, (env["file"], check, env["checks"][check])
         for minor in kube.DEFAULT_MINORS:

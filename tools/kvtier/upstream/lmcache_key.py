@@ -1,5 +1,5 @@
-"""What decides whether one engine pod can use another's L2 chunks: the pinned LMCache's chunk key and where its
-fs connector looks (lmcache/utils.py CacheEngineKey; storage_backend/connector/fs_connector.py).
+"""What decides whether one engine pod can use another's L2 chunks: the pinned LMCache's chunk key and where
+its fs connector looks (lmcache/utils.py CacheEngineKey; storage_backend/connector/fs_connector.py).
 
 The key is `<model argument>@<world size>@<worker id>@<chunk hash>@<KV dtype>`, the chunk hash is a chain
 over the prompt's tokens in `chunk_size` steps with the prefix hash function, seeded (when vLLM is
