@@ -20,6 +20,7 @@ CHECKS = [
     *(f"k8s {m}" for m in kube.DEFAULT_MINORS),
     "LMCache config",
     "Curvine TOML",
+    "HyperPod SDK",
     "cross-pod (rendered)",
     "policy",
 ]

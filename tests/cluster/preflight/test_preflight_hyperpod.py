@@ -1,8 +1,8 @@
 """`kvtier preflight`'s HyperPod checks against the real control plane, each passing and failing.
 
-The operator's CRDs are the real ones. cert-manager and HyperPod's tiered-storage DaemonSet cannot run
-here: stand-ins of the same names (a CRD, a Deployment/DaemonSet whose pods KWOK fakes) take their place,
-and are named so below.
+The operator's CRDs are those derived from AWS's SDK (tests/conftest.py `hyperpod_crd_dir`). cert-manager
+and HyperPod's tiered-storage DaemonSet cannot run here: stand-ins of the same names (a CRD, a
+Deployment/DaemonSet whose pods KWOK fakes) take their place, and are named so below.
 """
 
 from __future__ import annotations
@@ -26,14 +26,16 @@ def test_hyperpod_crds_pass_when_installed(hp_env: Path, ns: str, kube_rest: Res
 
 
 @pytest.fixture
-def without_hyperpod_crds(kube_rest: Rest, hyperpod_crds: list[str]) -> Iterator[None]:
+def without_hyperpod_crds(
+    kube_rest: Rest, hyperpod_crds: list[str], hyperpod_crd_dir: Path
+) -> Iterator[None]:
     for name in hyperpod_crds:
         kube_rest.delete(f"{CRDS}/{name}")
     deadline = time.monotonic() + 60
     while any(kube_rest.find(f"{CRDS}/{n}") for n in hyperpod_crds) and time.monotonic() < deadline:
         time.sleep(0.5)
     yield
-    hyperpod.install_crds(kube_rest)
+    hyperpod.install_crds(kube_rest, hyperpod_crd_dir)
 
 
 def test_hyperpod_crds_fail_when_missing(
