@@ -242,7 +242,8 @@ def assert_untouched(deployment: dict[str, Any], sent: dict[str, Any], name: str
 
 
 def test_endpoint_objects_accepted_strictly_by_the_operator_crd(cluster: Cluster, make_namespace) -> None:
-    """Rendered endpoints against the real CRD on the API server, unknown fields refused."""
+    """Rendered endpoints against the (SDK-derived, operator 3.7) CRD on the API server, unknown fields
+    refused."""
     namespace = make_namespace("hp-crd", enforce="privileged")
     endpoints = []
     v37 = [*MULTIPROCESS, "--set-json", f"hyperpod.tolerations={json.dumps(TOLERATIONS)}"]
