@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from kvtier import paths
 from kvtier.cluster import hyperpod
 from kvtier.upstream import hyperpod_crd, hyperpod_fields, hyperpod_sdk
 
@@ -25,8 +26,6 @@ def spec_schema(crd: dict[str, Any]) -> dict[str, Any]:
 def test_written_to_the_folder_given_never_into_the_repository(hyperpod_crd_dir: Path) -> None:
     files = sorted(p.name for p in hyperpod_crd_dir.iterdir())
     assert files == sorted(hyperpod.CRD_FILES)
-    from kvtier import paths
-
     assert paths.ROOT not in hyperpod_crd_dir.parents
     crd = yaml.safe_load((hyperpod_crd_dir / "inferenceendpointconfigs.crd.yaml").read_text())
     assert crd["metadata"]["name"] == hyperpod_fields.CRD_NAME

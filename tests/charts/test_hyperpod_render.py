@@ -313,14 +313,54 @@ def test_multiprocess_renders_the_mode_and_patches_the_sidecar(render) -> None:
     assert cache["expression"] == "object.metadata.name"
 
 
-def test_kyverno_policy_targets_the_sidecar_in_multiprocess(render) -> None:
-    docs = render("--set", "hyperpod.patch.mechanism=kyverno", *V37["multiprocess"][0])
-    (policy,) = kinds(docs, "Policy")
-    each = policy["spec"]["rules"][0]["mutate"]["foreach"][0]
-    assert each["preconditions"]["all"][0]["value"] == "lmcache-server"
+def test_kyverno_refuses_multiprocess(render) -> None:
+    """Only the MutatingAdmissionPolicy appends the sidecar's --l2-adapter argument."""
+    cmd = [
+        "template",
+        "kv",
+        str(CHART),
+        "-n",
+        "team-a",
+        "-f",
+        str(ENV),
+        "--set",
+        "hyperpod.patch.mechanism=kyverno",
+    ]
+    result = helm.run([*cmd, *V37["multiprocess"][0]])
+    assert result.returncode != 0
+    assert "MultiProcess needs the MutatingAdmissionPolicy patch" in result.stderr
     (policy,) = kinds(render("--set", "hyperpod.patch.mechanism=kyverno"), "Policy")
     each = policy["spec"]["rules"][0]["mutate"]["foreach"][0]
     assert each["preconditions"]["all"][0]["value"] == "{{ request.object.metadata.name }}"
+
+
+def rendered_l2_adapter(docs: list[dict[str, Any]]) -> str:
+    """The --l2-adapter JSON the MultiProcess patch appends, read back from its CEL string literal."""
+    (policy,) = kinds(docs, "MutatingAdmissionPolicy")
+    (expression,) = [
+        m["jsonPatch"]["expression"] for m in policy["spec"]["mutations"] if "l2-adapter" in str(m)
+    ]
+    literal = expression.split('value: ["--l2-adapter", ', 1)[1].split("]}]", 1)[0]
+    return json.loads(literal)  # a CEL double-quoted literal with JSON escapes is a JSON string
+
+
+def test_multiprocess_l2_adapter_is_lmcaches_filesystem_adapter(render) -> None:
+    """The argument the sidecar gets: LMCache 0.5's `fs` L2 adapter (FSL2AdapterConfig.from_dict takes
+    `type` and a non-empty `base_path`) on the L2 mount. LMCache's own parser imports torch, which the
+    toolkit's venv does not have, so the keys are checked here, not parsed by LMCache."""
+    docs = render("--set", f"hyperpod.patch.apiVersion={MAP_V1}", *V37["multiprocess"][0])
+    assert json.loads(rendered_l2_adapter(docs)) == {"type": "fs", "base_path": "/mnt/curvine/l2cache"}
+    custom = render(
+        "--set",
+        f"hyperpod.patch.apiVersion={MAP_V1}",
+        *V37["multiprocess"][0],
+        "--set",
+        "cache.l2.mountPath=/data/l2",
+    )
+    assert json.loads(rendered_l2_adapter(custom))["base_path"] == "/data/l2"
+    inprocess = render("--set", f"hyperpod.patch.apiVersion={MAP_V1}")
+    (policy,) = kinds(inprocess, "MutatingAdmissionPolicy")
+    assert "l2-adapter" not in json.dumps(policy)
 
 
 @pytest.mark.parametrize(

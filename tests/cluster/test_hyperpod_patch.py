@@ -45,6 +45,8 @@ SHARED_CLUSTER = ("--set", "curvine.csi.enabled=false")
 SIDECAR = "lmcache-server"  # hyperpod.lmcache.serverContainerName's default
 MULTIPROCESS = ("--set", "hyperpod.lmcache.mode=MultiProcess")
 TOLERATIONS = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+SERVER_ARGS = ["--port", "6555"]  # what the operator may pass its LMCache server (unknown: closed source)
+L2_ADAPTER = json.dumps({"base_path": MOUNT, "type": "fs"}, separators=(",", ":"))  # LMCache's fs L2 adapter
 
 
 def operator_deployment(name: str, vllm_index: int = 0, multiprocess: bool = False) -> dict[str, Any]:
@@ -79,6 +81,7 @@ def operator_deployment(name: str, vllm_index: int = 0, multiprocess: bool = Fal
         server = {
             "name": SIDECAR,
             "image": "example.invalid/lmcache-server:1",
+            "args": SERVER_ARGS,
             "env": vllm["env"],
             "volumeMounts": [{"name": "model-weights", "mountPath": "/opt/ml/model"}],
         }
@@ -219,6 +222,10 @@ def assert_fully_patched(deployment: dict[str, Any], multiprocess: bool = False)
         assert vllm["env"] == [{"name": "LMCACHE_MP_SERVER", "value": "tcp://localhost:6555"}]
         assert vllm["volumeMounts"] == [{"name": "model-weights", "mountPath": "/opt/ml/model"}]
     cache = container(deployment, SIDECAR if multiprocess else ENDPOINT)
+    if multiprocess:  # LMCache's server takes its L2 from --l2-adapter, appended once
+        assert cache["args"] == [*SERVER_ARGS, "--l2-adapter", L2_ADAPTER]
+    else:
+        assert "--l2-adapter" not in cache["args"]
     mounts = {(m["name"], m["mountPath"]) for m in cache["volumeMounts"]}
     assert mounts == {("model-weights", "/opt/ml/model"), ("kvtier-l2cache", MOUNT)}
     env = env_of(cache)
@@ -341,6 +348,11 @@ def test_multiprocess_patches_the_lmcache_server_sidecar_idempotently(
     assert stored["spec"]["lmcache"] == {"mode": "MultiProcess"}, "kept by the v3.7 CRD, not pruned"
     cluster.grant_operator(namespace)
     wait_for_policy(cluster, namespace, multiprocess=True)
+    # A sidecar rendered without any args gets the argument list created (dry run: nothing stored).
+    bare = operator_deployment(ENDPOINT, multiprocess=True)
+    container(bare, SIDECAR).pop("args")
+    stored = cluster.create(namespace, bare, dry_run=True)
+    assert container(stored, SIDECAR)["args"] == ["--l2-adapter", L2_ADAPTER]
     assert_idempotent(cluster, namespace, multiprocess=True)
 
 

@@ -46,7 +46,8 @@ kyverno
 
 {{/*
 Where the Curvine L2 PVC is mounted in the container the patch targets: the one place the HyperPod patch
-takes the L2 path from (its LMCACHE_REMOTE_URL comes from kv-tiered-inference.remoteUrl, built on it).
+takes the L2 path from (the mount and, in MultiProcess, the --l2-adapter base_path; in InProcess its
+LMCACHE_REMOTE_URL comes from kv-tiered-inference.remoteUrl, shared with the standalone target).
 */}}
 {{- define "kv-tiered-inference.hyperpod.l2MountPath" -}}
 {{- .Values.cache.l2.mountPath -}}
@@ -58,9 +59,9 @@ takes the L2 path from (its LMCACHE_REMOTE_URL comes from kv-tiered-inference.re
 {{- end -}}
 
 {{/*
-The container of the operator's Deployment that holds LMCache's L1/L2 configuration, as a CEL expression
-(MutatingAdmissionPolicy) and a JMESPath template (Kyverno): the vLLM container, named like the
-Deployment, in InProcess mode; the LMCache server sidecar, by its name, in MultiProcess mode.
+The container of the operator's Deployment that holds LMCache's L1/L2 configuration, as a CEL expression:
+the vLLM container, named like the Deployment, in InProcess mode; the LMCache server sidecar, by its
+name, in MultiProcess mode.
 */}}
 {{- define "kv-tiered-inference.hyperpod.cacheContainerCel" -}}
 {{- if include "kv-tiered-inference.hyperpod.multiProcess" . -}}
@@ -69,12 +70,13 @@ Deployment, in InProcess mode; the LMCache server sidecar, by its name, in Multi
 object.metadata.name
 {{- end -}}
 {{- end -}}
-{{- define "kv-tiered-inference.hyperpod.cacheContainerKyverno" -}}
-{{- if include "kv-tiered-inference.hyperpod.multiProcess" . -}}
-{{- .Values.hyperpod.lmcache.serverContainerName -}}
-{{- else -}}
-{{ "{{ request.object.metadata.name }}" }}
-{{- end -}}
+
+{{/*
+MultiProcess: LMCache's multi-process server (LMCache >= 0.5) takes its L2 from `--l2-adapter <JSON>`
+arguments, not from LMCACHE_* variables: the filesystem adapter on the Curvine mount, as one JSON string.
+*/}}
+{{- define "kv-tiered-inference.hyperpod.l2AdapterArg" -}}
+{{- dict "type" "fs" "base_path" (include "kv-tiered-inference.hyperpod.l2MountPath" .) | toJson -}}
 {{- end -}}
 
 {{/*

@@ -109,8 +109,7 @@ def crd(kind: str, operator_version: str = hyperpod_fields.NEWEST) -> dict[str, 
     """The CustomResourceDefinition of one kind as an operator of this version serves it (v1 only)."""
     models = hyperpod_sdk.schemas()["kinds"][kind]
     spec = to_openapi(models["spec"])
-    if kind == hyperpod_fields.KIND:
-        spec["properties"] |= copy.deepcopy(_overlays(operator_version))
+    spec["properties"] |= copy.deepcopy(_overlays(operator_version))  # PR #464: both kinds got them
     plural, singular = KINDS[kind]
     versions = hyperpod_sdk.schemas()["versions"]
     return {
