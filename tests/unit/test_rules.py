@@ -198,3 +198,18 @@ def test_defaults_from_the_chart_are_named_as_such() -> None:
     values = {"target": "standalone", "cache": {"hashSeed": ""}}
     [finding] = catalogue.run_values(ValuesContext(values, loaded), only=["crosspod-hash-seed"])
     assert finding.line is None and "from the chart defaults" in finding.message
+
+
+def test_hyperpod_operator_supports_names_tolerations_too() -> None:
+    findings = _run(
+        "hyperpod-operator-supports", _hyperpod("3.2", tolerations=[{"key": "k", "operator": "Exists"}])
+    )
+    assert [f.path for f in findings] == ["hyperpod.tolerations"]
+    assert "needs operator >= 3.7; hyperpod.operator.version is 3.2" in findings[0].message
+
+    # The standalone target has no operator: the same settings say nothing there.
+    def standalone(values: dict[str, Any]) -> None:
+        _hyperpod("3.2", tolerations=[{"key": "k", "operator": "Exists"}], **MULTIPROCESS)(values)
+        values["target"] = "standalone"
+
+    assert _run("hyperpod-operator-supports", standalone) == []

@@ -47,7 +47,7 @@ kyverno
 {{/*
 Where the Curvine L2 PVC is mounted in the container the patch targets: the one place the HyperPod patch
 takes the L2 path from (the mount and, in MultiProcess, the --l2-adapter base_path; in InProcess its
-LMCACHE_REMOTE_URL comes from kv-tiered-inference.remoteUrl, shared with the standalone target).
+LMCACHE_REMOTE_URL comes from the L2 URL helper of _cache.tpl, shared with the standalone target).
 */}}
 {{- define "kv-tiered-inference.hyperpod.l2MountPath" -}}
 {{- .Values.cache.l2.mountPath -}}
