@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/.tools/bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: venv tools cluster-tools engine check test lint generate publish clean
+.PHONY: venv tools cluster-tools engine hyperpod-sdk check test lint generate publish clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -25,8 +25,13 @@ cluster-tools: venv
 engine:
 	bash toolchain/engine.sh
 
+## AWS's SageMaker HyperPod SDK in its own venv, .venv-hyperpod/ (validates the HyperPod target, derives
+## the operator CRDs the tests install)
+hyperpod-sdk:
+	bash toolchain/hyperpod-sdk.sh
+
 ## main job: validate and render every environment in values/ offline, print a summary table
-check: tools
+check: tools hyperpod-sdk
 	$(VENV)/bin/kvtier validate values/
 
 ## regenerate the charts' values.schema.json, pod script copies and README tables (helm-docs)
@@ -45,8 +50,8 @@ lint: tools
 	$(VENV)/bin/kvtier lint --ct
 
 ## every test kind: unit, charts, cluster, engine
-test: cluster-tools engine lint
+test: cluster-tools engine hyperpod-sdk lint
 	$(VENV)/bin/pytest tests
 
 clean:
-	rm -rf $(VENV) .venv-engine .tools
+	rm -rf $(VENV) .venv-engine .venv-hyperpod .tools

@@ -36,3 +36,21 @@ def need():
     """`need(condition, why)`: a prerequisite (a built tool, a running cluster) of a test or of a
     session-wide fixture such as the cluster's."""
     return _need
+
+
+@pytest.fixture(scope="session")
+def hyperpod_sdk_ready(need) -> None:
+    """AWS's HyperPod SDK in its venv (`make hyperpod-sdk`): what the HyperPod tests validate with."""
+    from kvtier.upstream import hyperpod_sdk
+
+    need(not hyperpod_sdk.missing(), hyperpod_sdk.missing())
+
+
+@pytest.fixture(scope="session")
+def hyperpod_crd_dir(hyperpod_sdk_ready, tmp_path_factory) -> Path:
+    """The operator's CRDs (newest operator version) derived from the SDK into a temporary folder."""
+    from kvtier.upstream import hyperpod_crd
+
+    folder = tmp_path_factory.mktemp("hyperpod-crds")
+    hyperpod_crd.write(folder)
+    return folder

@@ -1,9 +1,11 @@
-"""The HyperPod target as rendered by the pinned Helm, checked against the operator's real CRD schema.
+"""The HyperPod target as rendered by the pinned Helm, checked by AWS's SDK and the operator's CRD schema.
 
-The InferenceEndpointConfig objects are validated against the fixture CRD's openAPIV3Schema (the operator's
-own, from aws/sagemaker-hyperpod-cli), made strict: the API server would silently prune an unknown field,
-so a typo would otherwise pass unnoticed. The admission policy objects are validated against Kubernetes'
-own schemas (kubernetes-validate, strict) for each minor version that serves their API version.
+The InferenceEndpointConfig objects go through the pinned `sagemaker-hyperpod` SDK's own Pydantic models
+and through the CRD's openAPIV3Schema as derived from that SDK for the operator version
+(kvtier.upstream.hyperpod_crd; tests/charts/test_hyperpod_crd.py compares it with the real one where
+../shared has it), made strict: the API server would silently prune an unknown field, so a typo would
+otherwise pass unnoticed. The admission policy objects are validated against Kubernetes' own schemas
+(kubernetes-validate, strict) for each minor version that serves their API version.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -20,7 +23,7 @@ import yaml
 
 from kvtier import helm, paths
 from kvtier.cluster import hyperpod as hyperpod_crds
-from kvtier.upstream import hyperpod_fields
+from kvtier.upstream import hyperpod_crd, hyperpod_fields, hyperpod_sdk
 
 CHART = paths.CHARTS / "kv-tiered-inference"
 ENV = paths.VALUES / "hyperpod-g6e-4xlarge.yaml"
@@ -32,6 +35,19 @@ SOURCES = {
     },
     "s3": {"s3": {"bucket": "models", "region": "us-west-2", "path": "qwen2-7b"}},
     "fsx": {"fsx": {"fileSystemId": "fs-0123", "dnsName": "fs.example", "mountName": "abcd", "path": "qwen"}},
+}
+TOLERATIONS = [
+    {
+        "key": "sagemaker.amazonaws.com/node-health-status",
+        "operator": "Equal",
+        "value": "Schedulable",
+        "effect": "NoSchedule",
+    }
+]
+# operator 3.7 features: (helm args, what the SDK 3.12.0 models do not know)
+V37 = {
+    "multiprocess": (["--set", "hyperpod.lmcache.mode=MultiProcess"], {"spec.lmcache"}),
+    "tolerations": (["--set-json", f"hyperpod.tolerations={json.dumps(TOLERATIONS)}"], {"spec.tolerations"}),
 }
 
 
@@ -54,18 +70,21 @@ def kinds(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [d for d in docs if d.get("kind") == kind]
 
 
-@functools.cache
-def operator_schema() -> dict[str, Any]:
-    crd = next(c for c in hyperpod_crds.crd_manifests() if c["metadata"]["name"] == hyperpod_fields.CRD_NAME)
+def schema_of(crd: dict[str, Any]) -> dict[str, Any]:
     version = next(v for v in crd["spec"]["versions"] if v["name"] == hyperpod_fields.VERSION)
     return version["schema"]["openAPIV3Schema"]
 
 
+@functools.cache
+def operator_schema(folder: str) -> dict[str, Any]:
+    crds = hyperpod_crds.crd_manifests(Path(folder))
+    return schema_of(next(c for c in crds if c["metadata"]["name"] == hyperpod_fields.CRD_NAME))
+
+
 @pytest.fixture
-def crd_schema(need) -> dict[str, Any]:
-    folder = hyperpod_crds.fixtures_dir()
-    need(folder.is_dir(), f"HyperPod CRD fixtures not found at {folder}")
-    return copy.deepcopy(operator_schema())
+def crd_schema(hyperpod_crd_dir) -> dict[str, Any]:
+    """The newest operator's CRD schema, derived from the SDK into a temporary folder."""
+    return copy.deepcopy(operator_schema(str(hyperpod_crd_dir)))
 
 
 def strict_json_schema(node: Any) -> Any:
@@ -163,6 +182,7 @@ def test_field_list_for_preflight_equals_what_the_chart_renders(render) -> None:
     rendered: set[str] = set()
     scenarios = [set_json_models(s) for s in sorted(SOURCES)]
     scenarios.append(["--set", "hyperpod.l2CachePlaceholder.localUrl=redis://cache:6379"])
+    scenarios += [args for args, _ in V37.values()]
     for extra in scenarios:
         docs = render("--set", f"hyperpod.patch.apiVersion={MAP_V1}", *extra)
         for endpoint in kinds(docs, "InferenceEndpointConfig"):
@@ -221,3 +241,172 @@ def test_refuses_without_policy_api_and_says_what_to_do(render) -> None:
     assert result.returncode != 0
     assert "serves no MutatingAdmissionPolicy API" in result.stderr
     assert "hyperpod.patch.apiVersion" in result.stderr and "Traceback" not in result.stderr
+
+
+# AWS's SDK models ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("major", [3, 4])
+@pytest.mark.parametrize("source", sorted(SOURCES))
+def test_endpoints_valid_for_the_sdk_models(
+    render, hyperpod_sdk_ready, need, source: str, major: int
+) -> None:
+    need((paths.TOOLS_BIN / f"helm{major}").exists(), f"pinned Helm {major} not built (make tools)")
+    docs = render("--set", f"hyperpod.patch.apiVersion={MAP_V1}", *set_json_models(source), major=major)
+    specs = [e["spec"] for e in kinds(docs, "InferenceEndpointConfig")]
+    assert len(specs) == 1
+    assert hyperpod_sdk.validate_specs(specs) == [[]]
+
+
+@pytest.mark.parametrize("feature", sorted(V37))
+def test_v37_fields_reported_as_unknown_to_the_sdk(render, hyperpod_sdk_ready, feature: str) -> None:
+    """SDK 3.12.0 has no model of v3.7's fields: reported as unknown, not as a wrong value."""
+    args, unknown = V37[feature]
+    (endpoint,) = kinds(
+        render("--set", f"hyperpod.patch.apiVersion={MAP_V1}", *args), "InferenceEndpointConfig"
+    )
+    (problems,) = hyperpod_sdk.validate_specs([endpoint["spec"]])
+    assert {p.path for p in problems} == unknown
+    assert all(p.unknown for p in problems), problems
+
+
+def test_sdk_reports_a_wrong_value(render, hyperpod_sdk_ready) -> None:
+    (endpoint,) = kinds(render("--set", f"hyperpod.patch.apiVersion={MAP_V1}"), "InferenceEndpointConfig")
+    broken = copy.deepcopy(endpoint["spec"])
+    broken["intelligentRoutingSpec"]["routingStrategy"] = "cache_aware"
+    broken["worker"].pop("image")
+    (problems,) = hyperpod_sdk.validate_specs([broken])
+    assert {p.path for p in problems} == {"spec.intelligentRoutingSpec.routingStrategy", "spec.worker.image"}
+    assert not any(p.unknown for p in problems)
+
+
+# Operator versions ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("feature", sorted(V37))
+def test_v37_fields_valid_for_the_37_crd_and_refused_by_older(
+    render, hyperpod_sdk_ready, feature: str
+) -> None:
+    args, unknown = V37[feature]
+    (endpoint,) = kinds(
+        render("--set", f"hyperpod.patch.apiVersion={MAP_V1}", *args), "InferenceEndpointConfig"
+    )
+    assert errors(schema_of(hyperpod_crd.crd(hyperpod_fields.KIND, "3.7")), endpoint) == []
+    old = errors(schema_of(hyperpod_crd.crd(hyperpod_fields.KIND, "3.6")), endpoint)
+    (field,) = unknown
+    assert any("Additional properties" in e and field.split(".")[-1] in e for e in old), old
+
+
+def test_multiprocess_renders_the_mode_and_patches_the_sidecar(render) -> None:
+    docs = render("--set", f"hyperpod.patch.apiVersion={MAP_V1}", *V37["multiprocess"][0])
+    (endpoint,) = kinds(docs, "InferenceEndpointConfig")
+    assert endpoint["spec"]["lmcache"] == {"mode": "MultiProcess"}
+    (policy,) = kinds(docs, "MutatingAdmissionPolicy")
+    cache = next(v for v in policy["spec"]["variables"] if v["name"] == "cache")
+    assert cache["expression"] == '"lmcache-server"'
+    # InProcess (the default): no lmcache field at all, the vLLM container (named like the Deployment).
+    docs = render("--set", f"hyperpod.patch.apiVersion={MAP_V1}")
+    (endpoint,) = kinds(docs, "InferenceEndpointConfig")
+    assert "lmcache" not in endpoint["spec"] and "tolerations" not in endpoint["spec"]
+    (policy,) = kinds(docs, "MutatingAdmissionPolicy")
+    cache = next(v for v in policy["spec"]["variables"] if v["name"] == "cache")
+    assert cache["expression"] == "object.metadata.name"
+
+
+def test_kyverno_refuses_multiprocess(render) -> None:
+    """Only the MutatingAdmissionPolicy appends the sidecar's --l2-adapter argument."""
+    cmd = [
+        "template",
+        "kv",
+        str(CHART),
+        "-n",
+        "team-a",
+        "-f",
+        str(ENV),
+        "--set",
+        "hyperpod.patch.mechanism=kyverno",
+    ]
+    result = helm.run([*cmd, *V37["multiprocess"][0]])
+    assert result.returncode != 0
+    assert "MultiProcess needs the MutatingAdmissionPolicy patch" in result.stderr
+    (policy,) = kinds(render("--set", "hyperpod.patch.mechanism=kyverno"), "Policy")
+    each = policy["spec"]["rules"][0]["mutate"]["foreach"][0]
+    assert each["preconditions"]["all"][0]["value"] == "{{ request.object.metadata.name }}"
+
+
+def rendered_l2_adapter(docs: list[dict[str, Any]]) -> str:
+    """The --l2-adapter JSON the MultiProcess patch appends, read back from its CEL string literal."""
+    (policy,) = kinds(docs, "MutatingAdmissionPolicy")
+    (expression,) = [
+        m["jsonPatch"]["expression"] for m in policy["spec"]["mutations"] if "l2-adapter" in str(m)
+    ]
+    literal = expression.split('value: ["--l2-adapter", ', 1)[1].split("]}]", 1)[0]
+    return json.loads(literal)  # a CEL double-quoted literal with JSON escapes is a JSON string
+
+
+def test_multiprocess_l2_adapter_is_lmcaches_filesystem_adapter(render) -> None:
+    """The argument the sidecar gets: LMCache 0.5's `fs` L2 adapter (FSL2AdapterConfig.from_dict takes
+    `type` and a non-empty `base_path`) on the L2 mount. LMCache's own parser imports torch, which the
+    toolkit's venv does not have, so the keys are checked here, not parsed by LMCache."""
+    docs = render("--set", f"hyperpod.patch.apiVersion={MAP_V1}", *V37["multiprocess"][0])
+    assert json.loads(rendered_l2_adapter(docs)) == {"type": "fs", "base_path": "/mnt/curvine/l2cache"}
+    custom = render(
+        "--set",
+        f"hyperpod.patch.apiVersion={MAP_V1}",
+        *V37["multiprocess"][0],
+        "--set",
+        "cache.l2.mountPath=/data/l2",
+    )
+    assert json.loads(rendered_l2_adapter(custom))["base_path"] == "/data/l2"
+    inprocess = render("--set", f"hyperpod.patch.apiVersion={MAP_V1}")
+    (policy,) = kinds(inprocess, "MutatingAdmissionPolicy")
+    assert "l2-adapter" not in json.dumps(policy)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--set", "hyperpod.lmcache.mode=MultiProcess", "--set", "hyperpod.operator.version=3.6"],
+            "MultiProcess needs operator >= 3.7",
+        ),
+        (
+            [
+                "--set-json",
+                f"hyperpod.tolerations={json.dumps(TOLERATIONS)}",
+                "--set",
+                "hyperpod.operator.version=3.2",
+            ],
+            "hyperpod.tolerations needs operator >= 3.7",
+        ),
+        (
+            ["--set", "hyperpod.lmcache.mode=MultiProcess", "--set", "hyperpod.worker.image.tag=v0.4.7"],
+            "needs LMCache >= 0.5.0",
+        ),
+    ],
+    ids=["multiprocess-on-3.6", "tolerations-on-3.2", "multiprocess-old-lmcache"],
+)
+def test_refuses_what_the_operator_rejects(render, args: list[str], message: str) -> None:
+    cmd = [
+        "template",
+        "kv",
+        str(CHART),
+        "-n",
+        "team-a",
+        "-f",
+        str(ENV),
+        "--set",
+        f"hyperpod.patch.apiVersion={MAP_V1}",
+    ]
+    result = helm.run([*cmd, *args])
+    assert result.returncode != 0
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("version", hyperpod_fields.OPERATOR_VERSIONS)
+def test_every_operator_version_renders_the_reference_environment(render, crd_schema, version: str) -> None:
+    docs = render(
+        "--set", f"hyperpod.patch.apiVersion={MAP_V1}", "--set", f"hyperpod.operator.version={version}"
+    )
+    (endpoint,) = kinds(docs, "InferenceEndpointConfig")
+    assert errors(schema_of(hyperpod_crd.crd(hyperpod_fields.KIND, version)), endpoint) == []

@@ -21,6 +21,7 @@ CHECKS = [
     *(f"k8s {m}" for m in kube.DEFAULT_MINORS),
     "LMCache config",
     "Curvine TOML",
+    "HyperPod SDK",
     "cross-pod (rendered)",
     "policy",
 ]
@@ -145,3 +146,29 @@ def test_unknown_kube_context_is_a_clear_usage_error(tmp_path: Path, capsys) -> 
     )
     err = capsys.readouterr().err
     assert code == 2 and "--kube-context nope" in err and "Traceback" not in err
+
+
+def test_hyperpod_endpoints_pass_the_sdk_models(capsys, hyperpod_sdk_ready) -> None:
+    """Every HyperPod environment through AWS's SDK models: no wrong value; v3.7 fields only as warnings."""
+    _, out = _json([], capsys)
+    hyperpod = [e for e in out["environments"] if "hyperpod" in Path(e["file"]).name]
+    assert len(hyperpod) >= 2
+    for env in hyperpod:
+        status = env["checks"]["HyperPod SDK"]
+        sdk = [f for f in env["findings"] if f["check"] == "HyperPod SDK"]
+        assert status["status"] in ("ok", "warning"), (env["file"], status)
+        assert {f["rule"] for f in sdk} <= {"hyperpod-sdk.unknown-field"}, sdk
+        assert {f["path"] for f in sdk} <= {"spec.tolerations", "spec.lmcache"}, sdk
+    for env in out["environments"]:
+        if "hyperpod" not in Path(env["file"]).name:
+            assert env["checks"]["HyperPod SDK"]["status"] == "skipped", env["file"]
+
+
+def test_sdk_layer_says_it_was_not_available(capsys, monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("KVTIER_HYPERPOD_SDK_PYTHON", str(tmp_path / "no-python"))
+    code, out = _json([str(paths.VALUES / "hyperpod-g6e-4xlarge.yaml")], capsys)
+    [env] = out["environments"]
+    assert code == 0
+    status = env["checks"]["HyperPod SDK"]
+    assert status["status"] == "not available"
+    assert "sagemaker-hyperpod" in status["detail"] and "make hyperpod-sdk" in status["detail"]

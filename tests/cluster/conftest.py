@@ -85,10 +85,10 @@ def wait_authorized(kube_rest: Rest) -> Callable[..., None]:
 
 
 @pytest.fixture(scope="session")
-def hyperpod_crds(kube_rest: Rest, need) -> list[str]:
-    """The HyperPod Inference Operator's real CRDs, installed (conversion webhook removed); their names."""
-    need(hyperpod.fixtures_dir().is_dir(), f"HyperPod CRD fixtures not found at {hyperpod.fixtures_dir()}")
-    return hyperpod.install_crds(kube_rest)
+def hyperpod_crds(kube_rest: Rest, hyperpod_crd_dir: Path) -> list[str]:
+    """The HyperPod Inference Operator's CRDs as derived from AWS's SDK (newest operator version),
+    installed; their names. No file from outside the repository is needed."""
+    return hyperpod.install_crds(kube_rest, hyperpod_crd_dir)
 
 
 @pytest.fixture

@@ -1,10 +1,11 @@
 """The HyperPod L2 patch on the real API server: install the bundle with the HyperPod environment, then write
 Deployments the way the (closed-source) operator would and read back what the API server stored.
 
-Stand-in: the operator itself cannot run here. Its CRDs are the real ones (fixture, installed by the
-`hyperpod_crds` fixture); its Deployment is a hand-made object shaped as docs/hyperpod.md describes (name =
-endpoint, pod label app=<endpoint>, vLLM container named like the Deployment next to sidecars, the
-operator's LMCache L2 env), written while impersonating the operator's service account.
+Stand-in: the operator itself cannot run here. Its CRDs are derived from AWS's SDK for the newest operator
+(the `hyperpod_crds` fixture; no file from outside the repository); its Deployment is a hand-made object
+shaped as docs/hyperpod.md describes (name = endpoint, pod label app=<endpoint>, vLLM container named like
+the Deployment next to sidecars, the operator's LMCache L2 env; in MultiProcess mode that env sits in an
+LMCache server sidecar), written while impersonating the operator's service account.
 """
 
 from __future__ import annotations
@@ -41,8 +42,16 @@ POLICY_WAIT = 60.0  # seconds for the API server's policy informers to pick up a
 SHARED_CLUSTER = ("--set", "curvine.csi.enabled=false")
 
 
-def operator_deployment(name: str, vllm_index: int = 0) -> dict[str, Any]:
-    """A Deployment as the operator renders one for an endpoint with kvCacheSpec L2 = tieredstorage."""
+SIDECAR = "lmcache-server"  # hyperpod.lmcache.serverContainerName's default
+MULTIPROCESS = ("--set", "hyperpod.lmcache.mode=MultiProcess")
+TOLERATIONS = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+SERVER_ARGS = ["--port", "6555"]  # what the operator may pass its LMCache server (unknown: closed source)
+L2_ADAPTER = json.dumps({"base_path": MOUNT, "type": "fs"}, separators=(",", ":"))  # LMCache's fs L2 adapter
+
+
+def operator_deployment(name: str, vllm_index: int = 0, multiprocess: bool = False) -> dict[str, Any]:
+    """A Deployment as the operator renders one for an endpoint with kvCacheSpec L2 = tieredstorage; with
+    `multiprocess`, LMCache's L1/L2 settings sit in a co-located LMCache server sidecar instead of vLLM."""
     vllm = {
         "name": name,
         "image": "lmcache/vllm-openai:v0.3.7",
@@ -68,6 +77,16 @@ def operator_deployment(name: str, vllm_index: int = 0) -> dict[str, Any]:
         },
         {"name": "otel-collector", "image": "example.invalid/otel:1"},
     ]
+    if multiprocess:
+        server = {
+            "name": SIDECAR,
+            "image": "example.invalid/lmcache-server:1",
+            "args": SERVER_ARGS,
+            "env": vllm["env"],
+            "volumeMounts": [{"name": "model-weights", "mountPath": "/opt/ml/model"}],
+        }
+        vllm = {**vllm, "env": [{"name": "LMCACHE_MP_SERVER", "value": "tcp://localhost:6555"}]}
+        sidecars.insert(0, server)
     containers = [*sidecars[:vllm_index], vllm, *sidecars[vllm_index:]]
     return {
         "apiVersion": "apps/v1",
@@ -175,29 +194,41 @@ def env_of(found: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {e["name"]: e for e in found.get("env", [])}
 
 
-def is_patched(deployment: dict[str, Any]) -> bool:
-    url = env_of(container(deployment)).get("LMCACHE_REMOTE_URL", {}).get("value")
+def is_patched(deployment: dict[str, Any], cache: str = ENDPOINT) -> bool:
+    url = env_of(container(deployment, cache)).get("LMCACHE_REMOTE_URL", {}).get("value")
     return url == PATCH_ENV["LMCACHE_REMOTE_URL"]
 
 
-def wait_for_policy(cluster: Cluster, namespace: str) -> None:
+def wait_for_policy(cluster: Cluster, namespace: str, multiprocess: bool = False) -> None:
     """Dry-run the operator's create until the new policy is in force (its informers lag the install)."""
     deadline = time.monotonic() + POLICY_WAIT
-    while not is_patched(cluster.create(namespace, operator_deployment(ENDPOINT), dry_run=True)):
+    body = operator_deployment(ENDPOINT, multiprocess=multiprocess)
+    cache = SIDECAR if multiprocess else ENDPOINT
+    while not is_patched(cluster.create(namespace, body, dry_run=True), cache):
         assert time.monotonic() < deadline, f"the L2 patch was not in force after {POLICY_WAIT:.0f}s"
         time.sleep(1)
 
 
-def assert_fully_patched(deployment: dict[str, Any]) -> None:
+def assert_fully_patched(deployment: dict[str, Any], multiprocess: bool = False) -> None:
+    """The L2 volume, mount and env on the container holding LMCache's settings (vLLM, or the LMCache
+    server sidecar in MultiProcess mode), nothing on any other container."""
     claim = f"{deployment['metadata']['namespace']}-l2cache"  # <release>-l2cache, release = namespace
     pod = deployment["spec"]["template"]["spec"]
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert sorted(volumes) == ["kvtier-l2cache", "model-weights"]
     assert volumes["kvtier-l2cache"]["persistentVolumeClaim"] == {"claimName": claim}
-    vllm = container(deployment)
-    mounts = {(m["name"], m["mountPath"]) for m in vllm["volumeMounts"]}
+    if multiprocess:
+        vllm = container(deployment)
+        assert vllm["env"] == [{"name": "LMCACHE_MP_SERVER", "value": "tcp://localhost:6555"}]
+        assert vllm["volumeMounts"] == [{"name": "model-weights", "mountPath": "/opt/ml/model"}]
+    cache = container(deployment, SIDECAR if multiprocess else ENDPOINT)
+    if multiprocess:  # LMCache's server takes its L2 from --l2-adapter, appended once
+        assert cache["args"] == [*SERVER_ARGS, "--l2-adapter", L2_ADAPTER]
+    else:
+        assert "--l2-adapter" not in cache["args"]
+    mounts = {(m["name"], m["mountPath"]) for m in cache["volumeMounts"]}
     assert mounts == {("model-weights", "/opt/ml/model"), ("kvtier-l2cache", MOUNT)}
-    env = env_of(vllm)
+    env = env_of(cache)
     assert {k: env[k].get("value") for k in PATCH_ENV} == PATCH_ENV
     assert "LMCACHE_EXTRA_CONFIG" not in env, "the operator's HyperPod L2 settings must be gone"
     # Everything else the operator set is kept.
@@ -218,18 +249,26 @@ def assert_untouched(deployment: dict[str, Any], sent: dict[str, Any], name: str
 
 
 def test_endpoint_objects_accepted_strictly_by_the_operator_crd(cluster: Cluster, make_namespace) -> None:
-    """Rendered endpoints against the real CRD on the API server, unknown fields refused."""
+    """Rendered endpoints against the (SDK-derived, operator 3.7) CRD on the API server, unknown fields
+    refused."""
     namespace = make_namespace("hp-crd", enforce="privileged")
-    result = helm.run(["template", namespace, str(CHART), "-n", namespace, "-f", str(ENV)])
-    assert result.returncode == 0, result.stderr
-    endpoints = [d for d in yaml.safe_load_all(result.stdout) if d and d["kind"] == hyperpod_fields.KIND]
-    assert [e["metadata"]["name"] for e in endpoints] == [ENDPOINT]
+    endpoints = []
+    v37 = [*MULTIPROCESS, "--set-json", f"hyperpod.tolerations={json.dumps(TOLERATIONS)}"]
+    for extra in ([], v37):  # InProcess as in the environment; then operator v3.7's fields
+        args = ["template", namespace, str(CHART), "-n", namespace, "-f", str(ENV), *extra]
+        result = helm.run(args)
+        assert result.returncode == 0, result.stderr
+        endpoints += [d for d in yaml.safe_load_all(result.stdout) if d and d["kind"] == hyperpod_fields.KIND]
+    assert [e["metadata"]["name"] for e in endpoints] == [ENDPOINT, ENDPOINT]
     plural = hyperpod_fields.CRD_NAME.split(".")[0]
     path = f"/apis/{hyperpod_fields.GROUP}/{hyperpod_fields.VERSION}/namespaces/{namespace}/{plural}"
     strict = {"dryRun": "All", "fieldValidation": "Strict"}
     for endpoint in endpoints:
         stored = cluster.admin.request("POST", path, endpoint, query=strict)
         assert stored["spec"]["kvCacheSpec"]["l2CacheSpec"]["l2CacheBackend"] == "tieredstorage"
+        assert stored["spec"].get("tolerations") == endpoint["spec"].get("tolerations")
+        assert stored["spec"].get("lmcache") == endpoint["spec"].get("lmcache")
+    assert endpoints[1]["spec"]["lmcache"] == {"mode": "MultiProcess"}
     broken = copy.deepcopy(endpoints[0])
     broken["spec"]["worker"]["volumeMounts"] = [{"name": "l2", "mountPath": MOUNT}]
     with pytest.raises(ApiException) as refused:
@@ -266,11 +305,15 @@ def test_operator_deployment_gets_the_full_patch_idempotently(
     assert cluster.admin.get(f"{path}/{ENDPOINT}")["spec"]["kvCacheSpec"]["enableL2Cache"] is True
     cluster.grant_operator(namespace)
     wait_for_policy(cluster, namespace)
+    assert_idempotent(cluster, namespace, multiprocess=False)
 
-    rendered = operator_deployment(ENDPOINT)
+
+def assert_idempotent(cluster: Cluster, namespace: str, multiprocess: bool) -> None:
+    """Create, reconcile twice, re-render with a change: patched each time, and no-ops change nothing."""
+    rendered = operator_deployment(ENDPOINT, multiprocess=multiprocess)
     created = cluster.create(namespace, rendered)
     first = cluster.read(namespace, ENDPOINT)
-    assert_fully_patched(first)
+    assert_fully_patched(first, multiprocess)
     assert created["spec"] == first["spec"]
 
     # The operator re-renders the same object (reconcile): the stored object does not change.
@@ -291,7 +334,37 @@ def test_operator_deployment_gets_the_full_patch_idempotently(
     cluster.replace(namespace, changed)
     fourth = cluster.read(namespace, ENDPOINT)
     assert container(fourth)["image"] == "lmcache/vllm-openai:v0.5.6"
-    assert_fully_patched(fourth)
+    assert_fully_patched(fourth, multiprocess)
+
+
+def test_multiprocess_patches_the_lmcache_server_sidecar_idempotently(
+    cluster: Cluster, make_namespace, install
+) -> None:
+    """Operator v3.7 MultiProcess: the L2 lives in the LMCache server sidecar; vLLM is left as rendered."""
+    namespace = install(make_namespace("hp-patch-mp", enforce="privileged"), *MULTIPROCESS)
+    plural = hyperpod_fields.CRD_NAME.split(".")[0]
+    path = f"/apis/{hyperpod_fields.GROUP}/{hyperpod_fields.VERSION}/namespaces/{namespace}/{plural}"
+    stored = cluster.admin.get(f"{path}/{ENDPOINT}")
+    assert stored["spec"]["lmcache"] == {"mode": "MultiProcess"}, "kept by the v3.7 CRD, not pruned"
+    cluster.grant_operator(namespace)
+    wait_for_policy(cluster, namespace, multiprocess=True)
+    # A sidecar rendered without any args gets the argument list created (dry run: nothing stored).
+    bare = operator_deployment(ENDPOINT, multiprocess=True)
+    container(bare, SIDECAR).pop("args")
+    stored = cluster.create(namespace, bare, dry_run=True)
+    assert container(stored, SIDECAR)["args"] == ["--l2-adapter", L2_ADAPTER]
+    assert_idempotent(cluster, namespace, multiprocess=True)
+
+
+def test_multiprocess_patch_leaves_an_inprocess_shaped_deployment_alone(
+    cluster: Cluster, make_namespace, install
+) -> None:
+    """With MultiProcess configured, a Deployment without the sidecar is not this shape: untouched."""
+    namespace = install(make_namespace("hp-patch-mp-none", enforce="privileged"), *MULTIPROCESS)
+    cluster.grant_operator(namespace)
+    wait_for_policy(cluster, namespace, multiprocess=True)
+    plain = operator_deployment(ENDPOINT)
+    assert_untouched(cluster.create(namespace, plain, dry_run=True), plain, ENDPOINT)
 
 
 def test_vllm_container_found_by_name_not_position(cluster: Cluster, make_namespace, install) -> None:

@@ -147,7 +147,7 @@ def _setup(
 ) -> tuple[Helm, str]:
     values = effective_values(env)
     if values.get("target") == "hyperpod":
-        request.getfixturevalue("hyperpod_crds")  # the operator's real CRDs (the operator itself is closed)
+        request.getfixturevalue("hyperpod_crds")  # the operator's CRDs, derived from AWS's SDK (it is closed)
     level = "privileged" if values.get("curvine", {}).get("enabled", True) else "restricted"
     namespace = make_namespace(f"{prefix}-{env.stem}-h{major}", enforce=level)
     helm = Helm(major, kube_cluster, namespace)

@@ -46,8 +46,33 @@ def _nothing(values: dict[str, Any]) -> None:
     return None
 
 
+def _hyperpod(version: str, **settings: Any) -> Mutation:
+    """target hyperpod for an operator of `version`, with hyperpod.<key> settings."""
+
+    def mutate(values: dict[str, Any]) -> None:
+        values["target"] = "hyperpod"
+        hyperpod = values.setdefault("hyperpod", {})
+        hyperpod["operator"] = {"version": version}
+        hyperpod.update(copy.deepcopy(settings))
+
+    return mutate
+
+
+MULTIPROCESS = {"lmcache": {"mode": "MultiProcess"}}
+
+
 # rule id -> (a mutation that passes, a mutation that triggers, text the message must contain)
 CASES: dict[str, tuple[Mutation, Mutation, str]] = {
+    "hyperpod-operator-supports": (
+        _hyperpod("3.7", tolerations=[{"key": "k", "operator": "Exists"}], **MULTIPROCESS),
+        _hyperpod("3.6", **MULTIPROCESS),
+        "MultiProcess needs operator >= 3.7",
+    ),
+    "hyperpod-multiprocess-lmcache": (
+        _hyperpod("3.7", worker={"image": {"tag": "v0.5.0"}}, **MULTIPROCESS),
+        _hyperpod("3.7", worker={"image": {"tag": "v0.4.7"}}, **MULTIPROCESS),
+        "is LMCache < 0.5.0",
+    ),
     "crosspod-hash-seed": (
         _set("cache", "hashSeed", value="42"),
         _set("cache", "hashSeed", value="random"),
@@ -173,3 +198,18 @@ def test_defaults_from_the_chart_are_named_as_such() -> None:
     values = {"target": "standalone", "cache": {"hashSeed": ""}}
     [finding] = catalogue.run_values(ValuesContext(values, loaded), only=["crosspod-hash-seed"])
     assert finding.line is None and "from the chart defaults" in finding.message
+
+
+def test_hyperpod_operator_supports_names_tolerations_too() -> None:
+    findings = _run(
+        "hyperpod-operator-supports", _hyperpod("3.2", tolerations=[{"key": "k", "operator": "Exists"}])
+    )
+    assert [f.path for f in findings] == ["hyperpod.tolerations"]
+    assert "needs operator >= 3.7; hyperpod.operator.version is 3.2" in findings[0].message
+
+    # The standalone target has no operator: the same settings say nothing there.
+    def standalone(values: dict[str, Any]) -> None:
+        _hyperpod("3.2", tolerations=[{"key": "k", "operator": "Exists"}], **MULTIPROCESS)(values)
+        values["target"] = "standalone"
+
+    assert _run("hyperpod-operator-supports", standalone) == []

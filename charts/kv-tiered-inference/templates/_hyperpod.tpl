@@ -44,6 +44,60 @@ kyverno
 {{- end -}}
 {{- end -}}
 
+{{/*
+Where the Curvine L2 PVC is mounted in the container the patch targets: the one place the HyperPod patch
+takes the L2 path from (the mount and, in MultiProcess, the --l2-adapter base_path; in InProcess its
+LMCACHE_REMOTE_URL comes from the L2 URL helper of _cache.tpl, shared with the standalone target).
+*/}}
+{{- define "kv-tiered-inference.hyperpod.l2MountPath" -}}
+{{- .Values.cache.l2.mountPath -}}
+{{- end -}}
+
+{{/* "true" when the operator runs LMCache as a co-located server sidecar (hyperpod.lmcache.mode). */}}
+{{- define "kv-tiered-inference.hyperpod.multiProcess" -}}
+{{- if eq .Values.hyperpod.lmcache.mode "MultiProcess" -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+The container of the operator's Deployment that holds LMCache's L1/L2 configuration, as a CEL expression:
+the vLLM container, named like the Deployment, in InProcess mode; the LMCache server sidecar, by its
+name, in MultiProcess mode.
+*/}}
+{{- define "kv-tiered-inference.hyperpod.cacheContainerCel" -}}
+{{- if include "kv-tiered-inference.hyperpod.multiProcess" . -}}
+{{- .Values.hyperpod.lmcache.serverContainerName | toJson -}}
+{{- else -}}
+object.metadata.name
+{{- end -}}
+{{- end -}}
+
+{{/*
+MultiProcess: LMCache's multi-process server (LMCache >= 0.5) takes its L2 from `--l2-adapter <JSON>`
+arguments, not from LMCACHE_* variables: the filesystem adapter on the Curvine mount, as one JSON string.
+*/}}
+{{- define "kv-tiered-inference.hyperpod.l2AdapterArg" -}}
+{{- dict "type" "fs" "base_path" (include "kv-tiered-inference.hyperpod.l2MountPath" .) | toJson -}}
+{{- end -}}
+
+{{/*
+Refuses what the operator of hyperpod.operator.version rejects or silently drops (validate rules
+hyperpod-operator-supports and hyperpod-multiprocess-lmcache say the same before rendering).
+*/}}
+{{- define "kv-tiered-inference.hyperpod.checkOperator" -}}
+{{- $hp := .Values.hyperpod -}}
+{{- $version := printf "%s.0" (toString $hp.operator.version) -}}
+{{- if and (include "kv-tiered-inference.hyperpod.multiProcess" .) (semverCompare "<3.7.0" $version) -}}
+{{- fail (printf "hyperpod.lmcache.mode MultiProcess needs operator >= 3.7 (hyperpod.operator.version is %s): upgrade the operator and set hyperpod.operator.version, or use InProcess" (toString $hp.operator.version)) -}}
+{{- end -}}
+{{- if and $hp.tolerations (semverCompare "<3.7.0" $version) -}}
+{{- fail (printf "hyperpod.tolerations needs operator >= 3.7 (hyperpod.operator.version is %s); older operators drop them silently" (toString $hp.operator.version)) -}}
+{{- end -}}
+{{- $tag := toString $hp.worker.image.tag -}}
+{{- if and (include "kv-tiered-inference.hyperpod.multiProcess" .) (regexMatch "^v?[0-9]+[.][0-9]+[.][0-9]+$" $tag) (semverCompare "<0.5.0" (trimPrefix "v" $tag)) -}}
+{{- fail (printf "hyperpod.lmcache.mode MultiProcess needs LMCache >= 0.5.0 in the worker image; hyperpod.worker.image.tag is %s" $tag) -}}
+{{- end -}}
+{{- end -}}
+
 {{/* Whether the patch is needed: HyperPod target with the shared L2 on. */}}
 {{- define "kv-tiered-inference.hyperpod.patchEnabled" -}}
 {{- if and (eq .Values.target "hyperpod") .Values.cache.l2.enabled -}}true{{- end -}}

@@ -1,8 +1,8 @@
 """`kvtier preflight`'s HyperPod checks against the real control plane, each passing and failing.
 
-The operator's CRDs are the real ones. cert-manager and HyperPod's tiered-storage DaemonSet cannot run
-here: stand-ins of the same names (a CRD, a Deployment/DaemonSet whose pods KWOK fakes) take their place,
-and are named so below.
+The operator's CRDs are those derived from AWS's SDK (tests/conftest.py `hyperpod_crd_dir`). cert-manager
+and HyperPod's tiered-storage DaemonSet cannot run here: stand-ins of the same names (a CRD, a
+Deployment/DaemonSet whose pods KWOK fakes) take their place, and are named so below.
 """
 
 from __future__ import annotations
@@ -26,14 +26,16 @@ def test_hyperpod_crds_pass_when_installed(hp_env: Path, ns: str, kube_rest: Res
 
 
 @pytest.fixture
-def without_hyperpod_crds(kube_rest: Rest, hyperpod_crds: list[str]) -> Iterator[None]:
+def without_hyperpod_crds(
+    kube_rest: Rest, hyperpod_crds: list[str], hyperpod_crd_dir: Path
+) -> Iterator[None]:
     for name in hyperpod_crds:
         kube_rest.delete(f"{CRDS}/{name}")
     deadline = time.monotonic() + 60
     while any(kube_rest.find(f"{CRDS}/{n}") for n in hyperpod_crds) and time.monotonic() < deadline:
         time.sleep(0.5)
     yield
-    hyperpod.install_crds(kube_rest)
+    hyperpod.install_crds(kube_rest, hyperpod_crd_dir)
 
 
 def test_hyperpod_crds_fail_when_missing(
@@ -170,3 +172,25 @@ def test_admission_policy_fails_where_not_served(hp_env: Path, cluster_without_m
     assert "MutatingAdmissionPolicy" not in served and "ValidatingAdmissionPolicy" in served
     result = run_rule(hp_env, "default", cluster_without_map, "admission-policy")
     assert result.status == "fail" and "not served" in result.detail
+
+
+@pytest.fixture
+def operator_36_crds(kube_rest: Rest, hyperpod_crds: list[str], hyperpod_crd_dir: Path, tmp_path: Path):
+    """The CRDs as an operator 3.6 serves them (no tolerations, no lmcache); 3.7's put back afterwards."""
+    from kvtier.upstream import hyperpod_crd
+
+    hyperpod.install_crds(kube_rest, hyperpod_crd.write(tmp_path / "crds-3.6", "3.6")[0].parent)
+    yield
+    hyperpod.install_crds(kube_rest, hyperpod_crd_dir)
+
+
+def test_hyperpod_crds_name_the_operator_version_a_field_needs(
+    hp_env: Path, ns: str, kube_rest: Rest, tmp_path: Path, operator_36_crds
+) -> None:
+    """Values for operator 3.7 (MultiProcess) against a 3.6 CRD: refused, and the fix says which version."""
+    mp = variant(tmp_path, hp_env, "hp-mp", **{"hyperpod.lmcache.mode": "MultiProcess"})
+    result = run_rule(mp, ns, kube_rest, "hyperpod-crds")
+    assert result.status == "fail", result.detail
+    assert "spec.lmcache" in result.detail and "older than 3.7" in result.detail
+    # The InProcess environment renders nothing a 3.6 operator lacks.
+    assert run_rule(hp_env, ns, kube_rest, "hyperpod-crds").status == "pass"

@@ -1,10 +1,13 @@
-"""The HyperPod Inference Operator's real CRDs, installed on the test API server.
+"""The HyperPod Inference Operator's CRDs, installed on the test API server.
 
-The files come from /work/shared/fixtures/hyperpod-inference-operator (see its README): the operator's
-chart renders them through `tpl`, so they still hold `{{ .Values.* }}` in the cert-manager annotation and
-the conversion webhook. Here there is no webhook (and tests must not dial one), so the CA annotation is
-dropped and conversion set to None; the structural schemas, which are what tests validate against, stay
-untouched. The operator itself is closed source and is not run.
+Two sources, the same file names: the CRDs derived from AWS's SDK (kvtier.upstream.hyperpod_crd, written
+to a folder of the caller's, e.g. a temporary one), which every checkout can make, and, where present,
+the operator's real ones in ../shared/fixtures/hyperpod-inference-operator (see its README), compared with
+the derived ones by a test. The real files are rendered by the operator's chart through `tpl`, so they
+still hold `{{ .Values.* }}` in the cert-manager annotation and the conversion webhook. Here there is no
+webhook (and tests must not dial one), so the CA annotation is dropped and conversion set to None; the
+structural schemas, which are what tests validate against, stay untouched. The operator itself is closed
+source and is not run.
 """
 
 from __future__ import annotations
@@ -24,23 +27,24 @@ CRD_FILES = ("inferenceendpointconfigs.crd.yaml", "jumpstartmodels.crd.yaml")
 
 
 def fixtures_dir() -> Path:
-    """$KVTIER_HYPERPOD_FIXTURES, else ../shared/fixtures/hyperpod-inference-operator next to the checkout."""
+    """Where the real CRDs may be (optional): $KVTIER_HYPERPOD_FIXTURES, else
+    ../shared/fixtures/hyperpod-inference-operator next to the checkout."""
     env = os.environ.get("KVTIER_HYPERPOD_FIXTURES")
     return Path(env) if env else paths.ROOT.parent / "shared" / "fixtures" / "hyperpod-inference-operator"
 
 
-def crd_manifests() -> list[dict[str, Any]]:
-    """The CRDs, made installable without the operator's webhook."""
+def crd_manifests(folder: Path) -> list[dict[str, Any]]:
+    """The CRDs in `folder` (derived or real), made installable without the operator's webhook."""
     crds = []
     for name in CRD_FILES:
-        file = fixtures_dir() / name
+        file = folder / name
         if not file.is_file():
             raise UserError(
                 f"HyperPod operator CRD {file} not found; set KVTIER_HYPERPOD_FIXTURES to the "
                 "folder holding the operator's CRD files"
             )
         crd = yaml.safe_load(file.read_text())
-        crd["metadata"].get("annotations", {}).pop("cert-manager.io/inject-ca-from", None)
+        (crd["metadata"].get("annotations") or {}).pop("cert-manager.io/inject-ca-from", None)
         crd["spec"]["conversion"] = {"strategy": "None"}
         crds.append(crd)
     return crds
@@ -49,10 +53,10 @@ def crd_manifests() -> list[dict[str, Any]]:
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 
-def install_crds(rest: Rest, timeout: float = 60) -> list[str]:
-    """Create (or replace) the CRDs and wait until the API server serves them; returns their names."""
+def install_crds(rest: Rest, folder: Path, timeout: float = 60) -> list[str]:
+    """Create (or replace) the CRDs in `folder` and wait until the API server serves them; their names."""
     names = []
-    for crd in crd_manifests():
+    for crd in crd_manifests(folder):
         name = crd["metadata"]["name"]
         names.append(name)
         current = rest.find(f"{CRD_PATH}/{name}")

@@ -6,6 +6,7 @@ from typing import Any
 
 from kvtier.cluster import discovery
 from kvtier.preflight.model import Result, Target
+from kvtier.upstream import hyperpod_fields
 from kvtier.upstream.hyperpod_fields import CRD_NAME as ENDPOINT_CRD
 from kvtier.upstream.hyperpod_fields import KIND as ENDPOINT_KIND
 
@@ -43,10 +44,29 @@ def hyperpod_crds(t: Target) -> Result:
             "hyperpod-crds",
             "fail",
             "fields the bundle sets that the installed operator does not know: "
-            + ", ".join(sorted(set(missing))),
+            + ", ".join(sorted(set(missing)))
+            + _older_operator_hint(missing),
         )
     return Result(
         "hyperpod-crds", "pass", f"{ENDPOINT_CRD} knows every field of {len(endpoints)} endpoint(s)"
+    )
+
+
+def _older_operator_hint(missing: list[str]) -> str:
+    """Names the operator version a missing field needs, when a later operator version added it."""
+    unknown = [m.split(": ", 1)[-1] for m in missing]  # "<endpoint>: spec.x" -> "spec.x"
+    since = {
+        f.since
+        for f in hyperpod_fields.FIELDS
+        if f.since != hyperpod_fields.OPERATOR_VERSIONS[0]
+        and any(f.path == u or f.path.startswith(f"{u}.") for u in unknown)
+    }
+    if not since:
+        return ""
+    newest = max(since, key=hyperpod_fields.version_key)
+    return (
+        f"; the installed operator is older than {newest}: upgrade it, or set hyperpod.operator.version "
+        "to its version (the chart then refuses what it lacks)"
     )
 
 

@@ -14,6 +14,26 @@ CRD_NAME = "inferenceendpointconfigs.inference.sagemaker.aws.amazon.com"
 GROUP = "inference.sagemaker.aws.amazon.com"
 VERSION = "v1"
 KIND = "InferenceEndpointConfig"
+PLURAL = "inferenceendpointconfigs"
+
+# Operator versions the bundle renders for (hyperpod.operator.version), oldest first. What changed, from
+# aws/sagemaker-hyperpod-cli: 3.2 is chart 2.2.2 (the CRD in ../shared); v3.7 (PR #464, 2026-09) added
+# `tolerations` and `lmcache.mode` (InProcess | MultiProcess: a co-located LMCache server sidecar, which
+# needs LMCache >= 0.5.0) to InferenceEndpointConfig. docs/hyperpod.md has the table.
+OPERATOR_VERSIONS = ("3.2", "3.3", "3.4", "3.5", "3.6", "3.7")
+NEWEST = OPERATOR_VERSIONS[-1]
+TOLERATIONS_SINCE = "3.7"
+MULTIPROCESS_SINCE = "3.7"
+MULTIPROCESS_MIN_LMCACHE = (0, 5, 0)
+LMCACHE_MODES = ("InProcess", "MultiProcess")
+# PR #464 names the field `lmcache.mode` on InferenceEndpointConfig; neither the SDK (3.12.0 has no such
+# model) nor any published CRD shows its exact place, so the bundle writes it at spec.lmcache.mode.
+LMCACHE_MODE_PATH = "spec.lmcache.mode"
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """ "3.7" -> (3, 7), for comparing operator versions."""
+    return tuple(int(part) for part in version.split("."))
 
 
 @dataclass(frozen=True)
@@ -22,6 +42,7 @@ class Field:
     type: str  # the OpenAPI type the bundle writes
     why: str  # what the bundle uses it for
     values: tuple[str, ...] = ()  # values the bundle writes that the CRD must accept (enum or pattern)
+    since: str = OPERATOR_VERSIONS[0]  # first operator version whose CRD has it
 
 
 FIELDS: tuple[Field, ...] = (
@@ -69,7 +90,20 @@ FIELDS: tuple[Field, ...] = (
         ("prefixaware", "kvaware", "session", "roundrobin"),
     ),
     Field("spec.loadBalancer.healthCheckPath", "string", "hyperpod.healthCheckPath"),
+    Field("spec.tolerations", "array", "hyperpod.tolerations", since=TOLERATIONS_SINCE),
+    Field(
+        LMCACHE_MODE_PATH,
+        "string",
+        "hyperpod.lmcache.mode (rendered for MultiProcess only)",
+        ("MultiProcess",),
+        since=MULTIPROCESS_SINCE,
+    ),
 )
+
+
+def fields_for(operator_version: str) -> tuple[Field, ...]:
+    """The fields an operator of this version has (those the bundle may render for it)."""
+    return tuple(f for f in FIELDS if version_key(f.since) <= version_key(operator_version))
 
 
 def lookup(schema: dict[str, Any], path: str) -> dict[str, Any] | None:

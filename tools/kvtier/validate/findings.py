@@ -7,6 +7,7 @@ from typing import Any
 
 # Check names, in the order the summary shows them. k8s schema checks are "k8s <minor>".
 SCHEMA, RULES, LMCACHE, CURVINE, POLICY = "schema", "rules", "LMCache config", "Curvine TOML", "policy"
+HYPERPOD_SDK = "HyperPod SDK"  # rendered InferenceEndpointConfigs through AWS's own models
 
 OK, FAILED, WARNED, SKIPPED, UNAVAILABLE = "ok", "failed", "warning", "skipped", "not available"
 

@@ -19,6 +19,7 @@ from kvtier.validate import (
     catalogue,
     configs,
     crosspod,
+    hyperpod_sdk_check,
     kube,
     loader,
     merge,
@@ -29,7 +30,18 @@ from kvtier.validate import (
 )
 from kvtier.validate.crosspod import CROSSPOD
 from kvtier.validate.deployed import release_values
-from kvtier.validate.findings import CURVINE, LMCACHE, POLICY, RULES, SCHEMA, UNAVAILABLE, FileReport, Finding
+from kvtier.validate.findings import (
+    CURVINE,
+    HYPERPOD_SDK,
+    LMCACHE,
+    POLICY,
+    RULES,
+    SCHEMA,
+    SKIPPED,
+    UNAVAILABLE,
+    FileReport,
+    Finding,
+)
 from kvtier.validate.options import Options, collect
 
 PSS_LABEL = "pod-security.kubernetes.io/enforce"
@@ -111,7 +123,14 @@ def check_render(report: FileReport, renders: list[render.Render], options: Opti
     good = [r for r in renders if not r.error]
     if not good:
         why = "no render (Helm refused the values)" if renders else "not rendered"
-        for check in [*(f"k8s {m}" for m in options.minors), LMCACHE, CURVINE, CROSSPOD, POLICY]:
+        for check in [
+            *(f"k8s {m}" for m in options.minors),
+            LMCACHE,
+            CURVINE,
+            HYPERPOD_SDK,
+            CROSSPOD,
+            POLICY,
+        ]:
             report.skip(check, why)
         return
     unique: dict[str, dict[str, Any]] = {}
@@ -162,6 +181,11 @@ def check_render(report: FileReport, renders: list[render.Render], options: Opti
             )
         else:
             report.add(check, found, why if not found else "")
+    found, why = hyperpod_sdk_check.run(good[0].manifests, report.file)
+    if found is None:
+        report.skip(HYPERPOD_SDK, why, SKIPPED if "no InferenceEndpointConfig" in why else UNAVAILABLE)
+    else:
+        report.add(HYPERPOD_SDK, found, why if not found else "")
     levels = {
         (m.get("metadata") or {}).get("name"): ((m.get("metadata") or {}).get("labels") or {}).get(PSS_LABEL)
         for m in manifests

@@ -1,0 +1,91 @@
+"""AWS's SageMaker HyperPod SDK (PyPI `sagemaker-hyperpod`), reached in its own venv.
+
+The SDK pins pytest, ruff, click and requests to versions kvtier's .venv does not use, so it lives in
+.venv-hyperpod (toolchain/hyperpod-sdk.sh, versions in toolchain/versions.env) and is asked through
+hyperpod_sdk_worker.py in a subprocess. Two uses: validate rendered InferenceEndpointConfig specs with the
+SDK's own Pydantic models, and hand its JSON schemas to hyperpod_crd for the CRDs the tests install.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kvtier import paths, toolchain
+from kvtier.errors import UserError
+
+WORKER = Path(__file__).with_name("hyperpod_sdk_worker.py")
+INSTALL_HINT = "run `make hyperpod-sdk` (toolchain/hyperpod-sdk.sh)"
+TIMEOUT = 180.0  # seconds; importing the SDK's models takes about a second
+
+
+def python() -> Path:
+    """The SDK venv's interpreter: $KVTIER_HYPERPOD_SDK_PYTHON, else .venv-hyperpod/bin/python."""
+    env = os.environ.get("KVTIER_HYPERPOD_SDK_PYTHON")
+    return Path(env) if env else paths.ROOT / ".venv-hyperpod" / "bin" / "python"
+
+
+def pinned_version() -> str:
+    return toolchain.versions().get("HYPERPOD_SDK_VERSION", "?")
+
+
+def missing() -> str:
+    """Why the SDK cannot be used ("" when it can)."""
+    if not python().exists():
+        return f"sagemaker-hyperpod {pinned_version()} is not installed ({python()} missing): {INSTALL_HINT}"
+    return ""
+
+
+def _call(command: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
+    why = missing()
+    if why:
+        raise UserError(why)
+    try:
+        done = subprocess.run(
+            [str(python()), str(WORKER), command],
+            input=json.dumps(payload or {}),
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise UserError(f"the HyperPod SDK ({python()}) did not answer: {error}; {INSTALL_HINT}") from error
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise UserError(f"the HyperPod SDK ({python()}) failed on `{command}`: {last}; {INSTALL_HINT}")
+    return json.loads(done.stdout)
+
+
+@functools.cache
+def schemas() -> dict[str, Any]:
+    """{"versions": {distribution: version}, "kinds": {kind: {"spec", "status", "model"}}} from the SDK."""
+    return _call("schemas")
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str  # dotted, below the object (spec.kvCacheSpec.l2CacheSpec.x)
+    message: str
+    unknown: bool  # a field the SDK's model does not have (refused or ignored by it), not a wrong value
+
+
+def validate_specs(specs: list[dict[str, Any]]) -> list[list[Problem]]:
+    """Each spec through the SDK's `_HPEndpoint` model; one list of problems per spec."""
+    answer = _call("validate", {"specs": specs})
+    return [
+        [
+            Problem(
+                ".".join(["spec", *(str(step) for step in e["loc"])]),
+                e["msg"],
+                e["type"] in ("extra_forbidden", "extra_ignored"),
+            )
+            for e in errors
+        ]
+        for errors in answer["results"]
+    ]

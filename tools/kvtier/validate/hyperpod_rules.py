@@ -1,0 +1,71 @@
+"""Rules of the HyperPod target: what the operator version of `hyperpod.operator.version` accepts.
+
+Facts (operator versions, what v3.7 added) are in kvtier.upstream.hyperpod_fields; the chart refuses the
+same combinations at render time (templates/_hyperpod.tpl, `hyperpod.checkOperator`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from kvtier.upstream import hyperpod_fields as facts
+from kvtier.validate.rules import Hit, ValuesContext, rule
+from kvtier.validate.values_rules import lookup
+
+SEMVER_TAG = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)")
+
+
+def _older(version: str, since: str) -> bool:
+    try:
+        return facts.version_key(version) < facts.version_key(since)
+    except ValueError:
+        return False  # not a version: the schema reports it
+
+
+@rule(
+    "hyperpod-operator-supports",
+    reason="an operator older than 3.7 has no tolerations or lmcache.mode field: the API server prunes "
+    "them silently (no toleration, LMCache in-process) and the L2 patch looks for a sidecar that never comes",
+    remedy='upgrade the operator to 3.7 and set hyperpod.operator.version: "3.7", or leave '
+    "hyperpod.tolerations empty and hyperpod.lmcache.mode InProcess",
+)
+def operator_supports(ctx: ValuesContext) -> Iterator[Hit]:
+    if lookup(ctx.values, "target") != "hyperpod":
+        return
+    version = str(lookup(ctx.values, "hyperpod", "operator", "version", default=facts.NEWEST))
+    mode = lookup(ctx.values, "hyperpod", "lmcache", "mode", default="InProcess")
+    if mode == "MultiProcess" and _older(version, facts.MULTIPROCESS_SINCE):
+        yield Hit(
+            f"hyperpod.lmcache.mode MultiProcess needs operator >= {facts.MULTIPROCESS_SINCE}; "
+            f"hyperpod.operator.version is {version}",
+            ("hyperpod", "lmcache", "mode"),
+        )
+    if lookup(ctx.values, "hyperpod", "tolerations") and _older(version, facts.TOLERATIONS_SINCE):
+        yield Hit(
+            f"hyperpod.tolerations needs operator >= {facts.TOLERATIONS_SINCE}; "
+            f"hyperpod.operator.version is {version}",
+            ("hyperpod", "tolerations"),
+        )
+
+
+@rule(
+    "hyperpod-multiprocess-lmcache",
+    reason="the operator's MultiProcess mode runs LMCache's server from the worker image, which needs "
+    "LMCache >= 0.5.0; an older image has no multi-process server",
+    remedy="use a worker image with LMCache >= 0.5.0 (hyperpod.worker.image.tag, e.g. v0.5.5) or "
+    "hyperpod.lmcache.mode: InProcess",
+)
+def multiprocess_lmcache(ctx: ValuesContext) -> Iterator[Hit]:
+    if lookup(ctx.values, "target") != "hyperpod":
+        return
+    if lookup(ctx.values, "hyperpod", "lmcache", "mode") != "MultiProcess":
+        return
+    tag = str(lookup(ctx.values, "hyperpod", "worker", "image", "tag", default=""))
+    found = SEMVER_TAG.match(tag)
+    if found and tuple(int(g) for g in found.groups()) < facts.MULTIPROCESS_MIN_LMCACHE:
+        least = ".".join(map(str, facts.MULTIPROCESS_MIN_LMCACHE))
+        yield Hit(
+            f"hyperpod.worker.image.tag {tag} is LMCache < {least}, which MultiProcess mode needs",
+            ("hyperpod", "worker", "image", "tag"),
+        )
