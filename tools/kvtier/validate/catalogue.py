@@ -6,7 +6,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 # Imported for their registrations: each module's @rule functions add themselves to REGISTRY.
-from kvtier.validate import crosspod, podsecurity, policy, storage_rules, values_rules  # noqa: F401
+from kvtier.validate import (  # noqa: F401
+    crosspod,
+    l2_access_rules,
+    podsecurity,
+    policy,
+    storage_rules,
+    values_rules,
+)
 from kvtier.validate.findings import Finding
 from kvtier.validate.loader import format_path
 from kvtier.validate.rules import REGISTRY, ManifestsContext, Rule, ValuesContext
