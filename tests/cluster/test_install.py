@@ -300,3 +300,128 @@ def test_upgrade_from_previous_version(
     tested = helm("test", release, "--timeout", "5m")
     assert "Succeeded" in tested.stdout, tested.stdout
     _uninstall_cleanly(helm, kube_rest, release, namespace)
+
+
+STAND_IN_CV = """#!/bin/bash
+# Stand-in for Curvine's `cv report` (Curvine cannot run here): the report format of v0.4.1's
+# curvine-cli/src/cmds/report.rs, with the live workers given by the test.
+printf '%20s: %s\\n' live_worker_num "$LIVE" lost_worker_num "$LOST"
+printf '%20s: %s\\n' live_worker_list "worker-a:8997,10GB/20GB (50.00%)"
+printf '%20s: %s\\n' lost_worker_list "$LOST_HOST:8997"
+"""
+
+
+def _test_workers_script(helm: Helm, release: str) -> tuple[str, str, str]:
+    """The rendered script of the test-workers hook, its ServiceAccount and its DaemonSet."""
+    hooks = yaml.safe_load_all(helm("get", "hooks", release).stdout)
+    [pod] = [h for h in hooks if h and h["metadata"]["name"].endswith("-test-workers")]
+    script = pod["spec"]["containers"][0]["args"][0]
+    daemonset = next(line.split("/", 1)[1] for line in script.splitlines() if line.startswith("ds="))
+    return script, pod["spec"]["serviceAccountName"], daemonset
+
+
+def _wait_allowed(rest: Rest, user: str, namespace: str, daemonset: str, timeout: float = 60) -> None:
+    """Until RBAC's informers let `user` get that one DaemonSet (a Role with resourceNames: the review
+    must name it)."""
+    attributes = {"namespace": namespace, "verb": "get", "group": "apps", "resource": "daemonsets"}
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {"user": user, "resourceAttributes": {**attributes, "name": daemonset}},
+    }
+    deadline = time.monotonic() + timeout
+    while not rest.post("/apis/authorization.k8s.io/v1/subjectaccessreviews", review)["status"].get(
+        "allowed"
+    ):
+        assert time.monotonic() < deadline, f"{user} still may not get daemonset {daemonset} after {timeout}s"
+        time.sleep(0.5)
+
+
+@pytest.mark.parametrize("env", ENVS, ids=[e.stem for e in ENVS])
+def test_workers_check_reads_what_was_scheduled(
+    env: Path,
+    chart_now: Path,
+    kube_cluster: Path,
+    kube_rest: Rest,
+    make_namespace,
+    static_pvs,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> None:
+    """test-workers' own Role lets it read exactly the worker DaemonSet: its rendered script, run here
+    against the real API server with the ServiceAccount's token (only `cv` is a stand-in), passes when
+    the live workers match what the cluster scheduled on the reference topology and names the lost
+    workers when one is missing."""
+    helm, namespace = _setup(env, 3, kube_cluster, make_namespace, "wrk", request)
+    release = "wrk3"  # as _setup names it
+    _provide_storage(helm, chart_now, release, env, kube_rest, static_pvs)
+    helm("install", release, str(chart_now), "-f", str(env), "--wait", "--timeout", "5m")
+    script, account, daemonset = _test_workers_script(helm, release)
+    status = kube_rest.get(f"/apis/apps/v1/namespaces/{namespace}/daemonsets/{daemonset}")["status"]
+    scheduled = status["desiredNumberScheduled"]
+    assert scheduled >= 1, f"{env.stem}: no worker scheduled on the reference topology ({status})"
+
+    _wait_allowed(kube_rest, f"system:serviceaccount:{namespace}:{account}", namespace, daemonset)
+    token = kube_rest.post(
+        f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token",
+        {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 600},
+        },
+    )["status"]["token"]
+    secrets_dir = tmp_path / "sa"
+    secrets_dir.mkdir()
+    (secrets_dir / "token").write_text(token)
+    shutil.copy(kube_rest.api.configuration.ssl_ca_cert, secrets_dir / "ca.crt")
+    stand_in = tmp_path / "cv"
+    stand_in.write_text(STAND_IN_CV)
+    stand_in.chmod(0o755)
+    local = (
+        script.replace("sa=/var/run/secrets/kubernetes.io/serviceaccount", f"sa={secrets_dir}")
+        .replace("/app/curvine/bin/cv", str(stand_in))
+        .replace("/tmp/api.err", str(tmp_path / "api.err"))
+    )
+    host, port = kube_rest.host.removeprefix("https://").rsplit(":", 1)
+
+    def run(live: int, deadline_s: int) -> subprocess.CompletedProcess[str]:
+        text = local.replace("deadline=$((SECONDS + ", f"deadline=$((SECONDS + {deadline_s} + 0 * ")
+        env_vars = {"PATH": "/usr/bin:/bin", "KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port}
+        env_vars |= {"LIVE": str(live), "LOST": "1", "LOST_HOST": "10.9.8.7"}
+        return subprocess.run(["bash", "-c", text], capture_output=True, text=True, timeout=60, env=env_vars)
+
+    healthy = run(scheduled, 30)
+    assert healthy.returncode == 0, healthy.stdout + healthy.stderr
+    assert f"DaemonSet {namespace}/{daemonset} scheduled {scheduled}" in healthy.stdout
+    short = run(scheduled - 1, 0)
+    assert short.returncode == 1, short.stdout + short.stderr
+    assert f"expected {scheduled} (DaemonSet {namespace}/{daemonset} scheduled {scheduled}" in short.stdout
+    assert "lost workers (registered once, no heartbeat now): 10.9.8.7" in short.stdout
+
+    # The token reads that one DaemonSet and nothing else.
+    for path in (
+        f"/apis/apps/v1/namespaces/{namespace}/daemonsets",
+        f"/apis/apps/v1/namespaces/{namespace}/daemonsets/{daemonset.replace('-worker', '-csi-node')}",
+        f"/api/v1/namespaces/{namespace}/pods",
+    ):
+        denied = subprocess.run(
+            [
+                "curl",
+                "-sS",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "--cacert",
+                str(secrets_dir / "ca.crt"),
+                "-H",
+                f"Authorization: Bearer {token}",
+                f"{kube_rest.host}{path}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert denied.stdout == "403", f"{path}: {denied.stdout} {denied.stderr}"
+    _uninstall_cleanly(helm, kube_rest, release, namespace)

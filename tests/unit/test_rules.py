@@ -42,6 +42,14 @@ def _second_model(**changes: Any) -> Mutation:
     return mutate
 
 
+def _both(*mutations: Mutation) -> Mutation:
+    def mutate(values: dict[str, Any]) -> None:
+        for m in mutations:
+            m(values)
+
+    return mutate
+
+
 def _nothing(values: dict[str, Any]) -> None:
     return None
 
@@ -111,6 +119,19 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
         _set("cache", "l2", "claim", "storageClassName", value="efs-rwx"),
         _set("curvine", "enabled", value=False),
         "curvine.enabled is false",
+    ),
+    "l2-writable-by-engines": (
+        _both(
+            _set("engine", "podSecurityContext", "runAsUser", value=2000),
+            _set("curvine", "csi", "volumeAccess", value={"uid": 2000, "gid": 1000, "mode": "owner"}),
+        ),
+        _both(
+            _set(
+                "engine", "podSecurityContext", value={"runAsUser": 2000, "runAsGroup": 2000, "fsGroup": 2000}
+            ),
+            _set("curvine", "csi", "volumeAccess", value={"uid": 1000, "gid": 1000, "mode": "group"}),
+        ),
+        "the engines run as UID 2000 with groups [2000, 2000], but each L2 directory is created as 1000:1000",
     ),
     "curvine-masters-odd": (
         _set("curvine", "master", "replicas", value=5),

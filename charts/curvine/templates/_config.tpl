@@ -60,7 +60,21 @@ master_addrs = [
 block_size = {{ .Values.config.blockSize | quote }}
 replicas = {{ int .Values.config.replicas }}
 short_circuit = {{ .Values.config.shortCircuit }}
+# Read by curvine-cli: the CSI controller creates each volume directory with mode 0777 & ~umask
+# (csi.volumeAccess.mode); the FUSE clients apply each request's own umask instead.
+umask = {{ include "curvine.volumeUmask" . }}
 
 [fuse]
 web_port = {{ int .Values.config.fuseWebPort }}
+
+[fuse.log]
+level = {{ .Values.config.logLevel | quote }}
+
+[cli.log]
+level = {{ .Values.config.logLevel | quote }}
+{{- end -}}
+
+{{/* TOML octal umask of new volume directories: owner 0o022, group 0o002, world 0o000. */}}
+{{- define "curvine.volumeUmask" -}}
+{{- get (dict "owner" "0o022" "group" "0o002" "world" "0o000") .Values.csi.volumeAccess.mode -}}
 {{- end -}}

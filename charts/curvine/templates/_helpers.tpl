@@ -129,6 +129,11 @@ limits replicas to 1/3/5, this check gives the reason in words (and guards --dis
 {{- if or (lt $n 1) (gt $n 5) -}}
 {{- fail (printf "master.replicas=%d: supported master counts are 1, 3 and 5." $n) -}}
 {{- end -}}
+{{- range $key := list "runAsUser" "runAsGroup" -}}
+{{- if hasKey ($.Values.csi.controller.podSecurityContext | default dict) $key -}}
+{{- fail (printf "csi.controller.podSecurityContext.%s is set: the CSI controller runs as csi.volumeAccess.uid/gid, because it owns every volume directory it creates. Set csi.volumeAccess instead." $key) -}}
+{{- end -}}
+{{- end -}}
 {{- $paths := dict -}}
 {{- range .Values.worker.dataDirs -}}
 {{- if hasKey $paths .path -}}

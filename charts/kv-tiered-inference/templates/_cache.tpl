@@ -37,6 +37,37 @@ Bytes of a Kubernetes quantity (1Gi, 500G, 1.5Ti, 2048Mi, 123), as a float64. Fa
 {{- end -}}
 
 {{/*
+Refuse an L2 the engines could not write. The Curvine CSI controller creates each volume directory
+as curvine.csi.volumeAccess.uid:gid with mode 0755 (owner), 0775 (group) or 0777 (world), and
+curvine-fuse lets the kernel enforce it (default_permissions). Helm hands a subchart only its own
+values, so the engines' identity (engine.podSecurityContext, also used by the eviction CronJob and the
+test pods) cannot flow into the subchart: this check keeps the two equal instead.
+*/}}
+{{- define "kv-tiered-inference.l2AccessCheck" -}}
+{{- $claim := .Values.cache.l2.claim -}}
+{{- $curvine := .Values.curvine | default dict -}}
+{{- if and .Values.cache.l2.enabled $curvine.enabled (not $claim.existingClaim) (not $claim.storageClassName) (dig "csi" "enabled" true $curvine) -}}
+{{- $access := dig "csi" "volumeAccess" dict $curvine -}}
+{{- $mode := $access.mode | default "group" -}}
+{{- $pod := .Values.engine.podSecurityContext | default dict -}}
+{{- if and (ne $mode "world") (not (hasKey $pod "runAsUser")) -}}
+{{- fail "engine.podSecurityContext.runAsUser is unset, so the engines' UID is the image's and the chart cannot give them the L2: set it (and curvine.csi.volumeAccess.uid to the same value), or curvine.csi.volumeAccess.mode=world to let any UID write" -}}
+{{- end -}}
+{{- if ne $mode "world" -}}
+{{- $groups := $pod.supplementalGroups | default list -}}
+{{- if hasKey $pod "runAsGroup" }}{{ $groups = append $groups $pod.runAsGroup }}{{ end -}}
+{{- if hasKey $pod "fsGroup" }}{{ $groups = append $groups $pod.fsGroup }}{{ end -}}
+{{- $ownerOk := eq (int $pod.runAsUser) (int $access.uid) -}}
+{{- $groupOk := false -}}
+{{- range $groups }}{{ if and (eq $mode "group") (eq (int .) (int $access.gid)) }}{{ $groupOk = true }}{{ end }}{{ end -}}
+{{- if not (or $ownerOk $groupOk) -}}
+{{- fail (printf "engine.podSecurityContext (runAsUser %v, runAsGroup %v, fsGroup %v) cannot write the L2: curvine.csi.volumeAccess creates each volume directory as %v:%v with mode %s. Set curvine.csi.volumeAccess.uid to engine.podSecurityContext.runAsUser and gid to its fsGroup, or mode=world to let any UID write" $pod.runAsUser (dig "runAsGroup" "unset" $pod) (dig "fsGroup" "unset" $pod) $access.uid $access.gid (get (dict "owner" "0755 (owner)" "group" "0775 (group)") $mode)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 The L2 namespace of one model: the directory under cache.l2.mountPath that holds its chunks. LMCache's
 chunk key names only the model argument, world size, worker, prefix hash and dtype, and its files carry
 no checksum, so two models behind one model argument (HyperPod mounts each at the same path) or a new

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Iterator
 from kvtier.validate import (  # noqa: F401
     crosspod,
     hyperpod_rules,
+    l2_access_rules,
     podsecurity,
     policy,
     storage_rules,

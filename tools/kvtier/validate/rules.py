@@ -4,8 +4,8 @@ A rule has an id, a one-line reason (why it matters), a remedy (what to do) and 
 `values` rules see the effective values (chart defaults + the environment file); `manifests` rules
 see the rendered objects. A check yields Hits; the runner turns them into Findings with positions.
 
-The rule modules (values_rules, storage_rules, policy, podsecurity, crosspod) register into REGISTRY
-with `@rule`; this module imports none of them. catalogue.py imports them all and runs the set.
+The rule modules (values_rules, storage_rules, l2_access_rules, policy, podsecurity, crosspod) register
+into REGISTRY with `@rule`; this module imports none of them. catalogue.py imports them all and runs the set.
 """
 
 from __future__ import annotations
