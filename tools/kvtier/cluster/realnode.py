@@ -186,7 +186,9 @@ class Starter:
     def start_holder(self) -> int:
         """A process that owns the private mount namespace the daemons join."""
         mounts = "; ".join(f"mount -t tmpfs -o mode=0755 kvtier {path}" for path in PRIVATE_TMPFS)
-        script = f"set -e; {mounts}; echo ready; exec sleep infinity"
+        # The daemons see a resolver-less resolv.conf: no lookup is even tried outside the namespace.
+        resolv = f"mount --bind {self.layout.root / 'resolv.conf'} /etc/resolv.conf"
+        script = f"set -e; {mounts}; {resolv}; echo ready; exec sleep infinity"
         # Not `ip netns exec`: it mounts a fresh /sys, which hides the cgroup mounts from the kubelet.
         enter = [
             "nsenter",
@@ -270,6 +272,7 @@ def up(name: str, timeout: float = 300, progress: Progress = print, build: bool 
         state["cgroups"] = _make_cgroups(starter.daemon_cgroup)
         state["cgroup_root"] = starter.pod_cgroup_root
         _save_state(name, state)
+        (root / "resolv.conf").write_text("# no upstream resolver: nothing may leave the namespace\n")
         state["holder"] = starter.start_holder()
         _save_state(name, state)
         _start_all(starter, tools, wanted, timeout)
@@ -293,7 +296,6 @@ def _start_all(starter: Starter, tools: dict[str, Path], wanted: list[images.Ima
     deadline = time.monotonic() + timeout
     pki.create(lay.pki)
     lay.kubeconfig.write_text(realconfig.kubeconfig(lay))
-    (lay.root / "resolv.conf").write_text("# no upstream resolver: nothing may leave the namespace\n")
     refs = {image.name: image.ref for image in wanted}
     (lay.root / "containerd.toml").write_text(
         realconfig.containerd(lay, tools["runc"], tools["cni-bridge"].parent, refs["pause"])
@@ -319,6 +321,8 @@ def _start_all(starter: Starter, tools: dict[str, Path], wanted: list[images.Ima
         "--tls-private-key-file", str(pki_dir / "apiserver.key"),
         "--kubelet-client-certificate", str(pki_dir / "admin.crt"),
         "--kubelet-client-key", str(pki_dir / "admin.key"),
+        # The node's name resolves nowhere (no resolver in the namespace): dial its address.
+        "--kubelet-preferred-address-types", "InternalIP",
         "--service-account-issuer", f"https://kubernetes.default.svc.{realconfig.CLUSTER_DOMAIN}",
         "--service-account-key-file", str(pki_dir / "sa.pub"),
         "--service-account-signing-key-file", str(pki_dir / "sa.key"),
