@@ -21,31 +21,35 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "cluster",
         help="start/stop a local Kubernetes cluster: fake KWOK nodes on loopback, or a real node in a netns",
     )
-    parser.add_argument("action", choices=["up", "down", "status", "exec"])
-    parser.add_argument("--name", default=lifecycle.DEFAULT_NAME, help="cluster name (default: %(default)s)")
-    parser.add_argument(
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--name", default=lifecycle.DEFAULT_NAME, help="cluster name (default: %(default)s)")
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    up = actions.add_parser("up", parents=[common], help="start a cluster (or reuse the running one)")
+    up.add_argument(
         "--runtime",
         choices=["kwok", "real"],
         default="kwok",
-        help="up: kwok = fake nodes on loopback (default); real = a real kubelet + containerd in a network "
-        "namespace (root; build it with `make node-tools`)",
+        help="kwok = fake nodes on loopback (default); real = a real kubelet + containerd in a network "
+        "namespace (root; its programs: `make node-tools`)",
     )
-    parser.add_argument("--timeout", type=float, default=300, help="seconds to wait for start-up")
-    parser.add_argument("--json", action="store_true", help="status as JSON")
-    parser.add_argument(
-        "--no-build", action="store_true", help="fail instead of building missing binaries (up only)"
+    up.add_argument("--timeout", type=float, default=300, help="seconds to wait for start-up")
+    up.add_argument("--no-build", action="store_true", help="fail instead of building missing binaries")
+    actions.add_parser("down", parents=[common], help="stop a cluster and put the machine back")
+    status = actions.add_parser("status", parents=[common], help="is it up, where, which nodes")
+    status.add_argument("--json", action="store_true", help="status as JSON")
+    run_in = actions.add_parser(
+        "exec",
+        parents=[common],
+        help="run a command inside a real-node cluster's network namespace, with KUBECONFIG set",
     )
-    parser.add_argument(
-        "command",
-        nargs=argparse.REMAINDER,
-        help="exec: the command to run inside a real-node cluster's network namespace, with KUBECONFIG set "
-        "(e.g. `kvtier cluster exec -- kubectl get pods -A`)",
+    run_in.add_argument(
+        "argv", nargs=argparse.REMAINDER, help="the command, after `--` (kubectl get pods -A)"
     )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    real = args.runtime == "real" or realnode.exists(args.name)
+    real = getattr(args, "runtime", "") == "real" or realnode.exists(args.name)
     if args.action == "up":
         if args.runtime == "real":
             info = realnode.up(args.name, timeout=args.timeout, build=not args.no_build)
@@ -74,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _exec(args: argparse.Namespace) -> int:
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     if not command:
         raise UserError("exec: nothing to run; give the command after `--`")
     if not realnode.exists(args.name):
