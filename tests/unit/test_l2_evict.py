@@ -90,6 +90,25 @@ def test_temp_files_are_counted_but_never_touched(l2: Path) -> None:
     assert report["used_bytes_after"] == 50 * KiB and report["ok"] is True
 
 
+def test_namespace_directories_hold_candidates_and_their_tmp_dirs_do_not(l2: Path) -> None:
+    # The umbrella's layout: <root>/<model>.<12 hex>/<key>.data, LMCache's relative tmp dir one level down.
+    namespace = l2 / "qwen2-05b.5f72e297219f"
+    namespace.mkdir()
+    oldest = chunk(namespace, "old", 10 * KiB, age_s=900)
+    top = chunk(l2, "top", 10 * KiB, age_s=800)  # a flat layout from before namespaces: still managed
+    other = l2 / "not-a-namespace"  # any other directory's files are someone's writes in flight
+    other.mkdir()
+    foreign = chunk(other, "foreign", 10 * KiB, age_s=9999)
+    (namespace / "tmp").mkdir()
+    in_flight = chunk(namespace / "tmp", "w", 10 * KiB, age_s=9999)
+    newest = chunk(namespace, "new", 10 * KiB, age_s=100)
+    report = l2_evict.evict(str(l2), high="40%", low="30%", capacity=str(100 * KiB))
+    assert report["used_bytes_before"] == 50 * KiB and report["temp_files"] == 2
+    assert report["evicted"] == [f"{namespace.name}/{oldest.name}", top.name]  # paths below the root
+    assert newest.exists() and foreign.exists() and in_flight.exists()
+    assert report["used_bytes_after"] == 30 * KiB and report["ok"] is True
+
+
 def test_young_files_are_kept_and_reported(l2: Path) -> None:
     for i in range(5):
         chunk(l2, f"c{i}", 10 * KiB, age_s=1)

@@ -36,9 +36,46 @@ Bytes of a Kubernetes quantity (1Gi, 500G, 1.5Ti, 2048Mi, 123), as a float64. Fa
 {{- end -}}
 {{- end -}}
 
-{{/* LMCache remote_url of the shared L2: host and port are placeholders its URL parser requires. */}}
-{{- define "kv-tiered-inference.remoteUrl" -}}
+{{/*
+The L2 namespace of one model: the directory under cache.l2.mountPath that holds its chunks. LMCache's
+chunk key names only the model argument, world size, worker, prefix hash and dtype, and its files carry
+no checksum, so two models behind one model argument (HyperPod mounts each at the same path) or a new
+revision would read each other's KV. The directory is derived from everything that makes a chunk valid;
+anything that changes it starts an empty namespace instead of serving wrong KV.
+Input: dict "root" $ "model" <models[] entry>. Output: `<model name>.<12 hex>`.
+*/}}
+{{- define "kv-tiered-inference.l2Namespace" -}}
+{{- $v := .root.Values -}}
+{{- $m := .model -}}
+{{- $source := deepCopy ($m.source | default dict) -}}
+{{- with $source.huggingface }}{{ $_ := unset . "tokenSecret" }}{{ end -}}
+{{- $identity := dict
+  "model" $m.model
+  "source" $source
+  "dtype" ($m.dtype | default "auto")
+  "tensorParallel" (toString (include "kv-tiered-inference.tensorParallelSize" $m))
+  "chunkSize" (toString $v.cache.chunkSize)
+  "hashAlgorithm" $v.cache.hashAlgorithm
+  "lmcache" (toString $v.cache.lmcacheVersion)
+  "accelerator" ($v.engine.accelerator | default "nvidia")
+  "salt" (toString ($v.cache.l2.namespaceSalt | default "")) -}}
+{{- if eq $v.target "standalone" -}}
+{{- $_ := set $identity "modelArg" (include "kv-tiered-inference.modelArg" $m) -}}
+{{- end -}}
+{{- printf "%s.%s" $m.name (toJson $identity | sha256sum | trunc 12) -}}
+{{- end -}}
+
+{{/* LMCache remote_url of the L2 root, without a namespace: the HyperPod patch's single env (one patch for every endpoint). */}}
+{{- define "kv-tiered-inference.l2RootUrl" -}}
 {{- printf "fs://localhost:0%s/" .Values.cache.l2.mountPath -}}
+{{- end -}}
+
+{{/*
+LMCache remote_url of one model's L2 namespace: host and port are placeholders its URL parser requires;
+LMCache's fs connector creates the directory at start. Input: dict "root" $ "model" <models[] entry>.
+*/}}
+{{- define "kv-tiered-inference.remoteUrl" -}}
+{{- printf "fs://localhost:0%s/%s/" .root.Values.cache.l2.mountPath (include "kv-tiered-inference.l2Namespace" .) -}}
 {{- end -}}
 
 {{/*
@@ -57,9 +94,13 @@ Input: dict "root" $ "model" <models[] entry>.
 {{- end -}}
 {{- $gib := 1073741824.0 -}}
 {{- $free := subf (subf (include "kv-tiered-inference.bytes" $limit | float64) (include "kv-tiered-inference.bytes" .root.Values.engine.shmSize | float64)) (include "kv-tiered-inference.bytes" $l1.headroom | float64) -}}
+{{- /* On CPU, vLLM's own KV cache (L0) lives in the same host memory. */ -}}
+{{- if eq (.root.Values.engine.accelerator | default "nvidia") "cpu" -}}
+{{- $free = subf $free (include "kv-tiered-inference.bytes" .root.Values.engine.cpuKVCacheSpace | float64) -}}
+{{- end -}}
 {{- $size := floor (divf $free $gib) -}}
 {{- if lt $size 1.0 -}}
-{{- fail (printf "models[%s]: cache.l1.size auto leaves %.1f GiB for L1 (memory limit %s - /dev/shm %s - headroom %s); raise resources.limits.memory, lower engine.shmSize or cache.l1.headroom, or set cache.l1.size" .model.name (divf $free $gib) (toString $limit) (toString .root.Values.engine.shmSize) (toString $l1.headroom)) -}}
+{{- fail (printf "models[%s]: cache.l1.size auto leaves %.1f GiB for L1 (memory limit %s - /dev/shm %s - headroom %s, and engine.cpuKVCacheSpace on CPU); raise resources.limits.memory, lower engine.shmSize or cache.l1.headroom, or set cache.l1.size" .model.name (divf $free $gib) (toString $limit) (toString .root.Values.engine.shmSize) (toString $l1.headroom)) -}}
 {{- end -}}
 {{- $size | int -}}
 {{- end -}}
@@ -82,7 +123,7 @@ local_cpu: {{ $cache.l1.enabled }}
 {{- /* LMCache allocates its CPU buffer from max_local_cpu_size even with local_cpu off (L2 transfers stage there). */}}
 max_local_cpu_size: {{ include "kv-tiered-inference.l1SizeGiB" . }}
 {{- if $cache.l2.enabled }}
-remote_url: {{ include "kv-tiered-inference.remoteUrl" .root | quote }}
+remote_url: {{ include "kv-tiered-inference.remoteUrl" . | quote }}
 remote_serde: naive
 {{- end }}
 {{- end -}}

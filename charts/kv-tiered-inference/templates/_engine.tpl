@@ -20,6 +20,11 @@ include it). Input: the models[] entry.
 {{- end -}}
 {{- end -}}
 
+{{/* `--tensor-parallel-size` of one model: gpusPerReplica (default 1). Input: the models[] entry. */}}
+{{- define "kv-tiered-inference.tensorParallelSize" -}}
+{{- .gpusPerReplica | default 1 | int -}}
+{{- end -}}
+
 {{/* Flags the chart sets on vllm serve itself: extraArgs may not repeat them (they carry invariants). */}}
 {{- define "kv-tiered-inference.reservedEngineFlags" -}}
 --served-model-name --tensor-parallel-size -tp --dtype --max-model-len --gpu-memory-utilization --kv-transfer-config --enable-prefix-caching --no-enable-prefix-caching --kv-events-config --port --host --model --revision
@@ -39,10 +44,17 @@ The full `vllm serve` argument list of one model, as JSON. Input: dict "root" $ 
 {{- end -}}
 {{- end -}}
 {{- $args := list "serve" (include "kv-tiered-inference.modelArg" $m) "--served-model-name" $m.model "--host" "0.0.0.0" "--port" (toString $v.engine.port) -}}
-{{- $args = concat $args (list "--tensor-parallel-size" (toString ($m.gpusPerReplica | default 1))) -}}
+{{- $cpu := eq ($v.engine.accelerator | default "nvidia") "cpu" -}}
+{{- if and $cpu (gt (int (include "kv-tiered-inference.tensorParallelSize" $m)) 1) -}}
+{{- fail (printf "models[%s].gpusPerReplica is %v but engine.accelerator is cpu: the CPU engines run tensor parallel size 1; set gpusPerReplica to 1" $m.name $m.gpusPerReplica) -}}
+{{- end -}}
+{{- $args = concat $args (list "--tensor-parallel-size" (include "kv-tiered-inference.tensorParallelSize" $m)) -}}
 {{- with $m.dtype }}{{ $args = concat $args (list "--dtype" .) }}{{ end -}}
 {{- with $m.maxModelLen }}{{ $args = concat $args (list "--max-model-len" (toString .)) }}{{ end -}}
+{{- /* On CPU, L0's size is VLLM_CPU_KVCACHE_SPACE (engine.cpuKVCacheSpace), not a share of GPU memory. */ -}}
+{{- if not $cpu -}}
 {{- with $m.gpuMemoryUtilization }}{{ $args = concat $args (list "--gpu-memory-utilization" (toString .)) }}{{ end -}}
+{{- end -}}
 {{- with (dig "huggingface" "revision" "" ($m.source | default dict)) }}{{ $args = concat $args (list "--revision" .) }}{{ end -}}
 {{- if $v.cache.l0.enabled -}}
 {{- $args = append $args "--enable-prefix-caching" -}}
@@ -50,7 +62,8 @@ The full `vllm serve` argument list of one model, as JSON. Input: dict "root" $ 
 {{- $args = append $args "--no-enable-prefix-caching" -}}
 {{- end -}}
 {{- if include "kv-tiered-inference.lmcacheEnabled" .root -}}
-{{- $args = concat $args (list "--kv-transfer-config" (dict "kv_connector" "LMCacheConnectorV1" "kv_role" "kv_both" | toJson)) -}}
+{{- $transfer := dict "kv_connector" "LMCacheConnectorV1" "kv_role" "kv_both" "kv_load_failure_policy" ($v.cache.kvLoadFailurePolicy | default "recompute") -}}
+{{- $args = concat $args (list "--kv-transfer-config" (toJson $transfer)) -}}
 {{- end -}}
 {{- if eq $v.routing.strategy "kvaware" -}}
 {{- $events := dict "enable_kv_cache_events" true "publisher" "zmq" "endpoint" (printf "tcp://*:%d" (int $v.engine.kvEventsPort)) -}}
@@ -71,11 +84,19 @@ The full `vllm serve` argument list of one model, as JSON. Input: dict "root" $ 
 {{- toJson $selector -}}
 {{- end -}}
 
-{{/* Resources of one model's vLLM container: its resources with nvidia.com/gpu = gpusPerReplica. */}}
+{{/* Resources of one model's vLLM container: its resources with nvidia.com/gpu = gpusPerReplica (none on CPU). */}}
 {{- define "kv-tiered-inference.engineResources" -}}
 {{- $m := .model -}}
 {{- $res := deepCopy ($m.resources | default dict) -}}
 {{- $gpus := int ($m.gpusPerReplica | default 1) -}}
+{{- if eq (.root.Values.engine.accelerator | default "nvidia") "cpu" -}}
+{{- range $kind := list "requests" "limits" -}}
+{{- if hasKey (get $res $kind | default dict) "nvidia.com/gpu" -}}
+{{- fail (printf "models[%s].resources.%s sets nvidia.com/gpu but engine.accelerator is cpu; drop the GPU resource or set engine.accelerator to nvidia" $m.name $kind) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $res -}}
+{{- else -}}
 {{- range $kind := list "requests" "limits" -}}
 {{- $list := get $res $kind | default dict -}}
 {{- if and (hasKey $list "nvidia.com/gpu") (ne (toString (get $list "nvidia.com/gpu")) (toString $gpus)) -}}
@@ -85,4 +106,5 @@ The full `vllm serve` argument list of one model, as JSON. Input: dict "root" $ 
 {{- $_ := set $res $kind $list -}}
 {{- end -}}
 {{- toJson $res -}}
+{{- end -}}
 {{- end -}}

@@ -52,7 +52,7 @@ kyverno
 {{/* The environment the patch sets on the vLLM container, as a JSON list of {name, value}. */}}
 {{- define "kv-tiered-inference.hyperpod.patchEnv" -}}
 {{- $env := list
-  (dict "name" "LMCACHE_REMOTE_URL" "value" (include "kv-tiered-inference.remoteUrl" .))
+  (dict "name" "LMCACHE_REMOTE_URL" "value" (include "kv-tiered-inference.l2RootUrl" .))
   (dict "name" "LMCACHE_REMOTE_SERDE" "value" "naive")
   (dict "name" "LMCACHE_CHUNK_SIZE" "value" (toString .Values.cache.chunkSize))
   (dict "name" "LMCACHE_PRE_CACHING_HASH_ALGORITHM" "value" (toString .Values.cache.hashAlgorithm))

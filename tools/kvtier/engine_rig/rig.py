@@ -4,7 +4,8 @@
         with rig.router("prefixaware") as url: # the router with the chart's flags for that strategy
             ...
 
-Only L0 (vLLM's prefix cache) runs here: see CPU_TIERS_NOTE.
+These replicas run L0 (vLLM's prefix cache) only, with hand-written flags for the routing tests; L1 and L2
+run on the replicas of kvtier.engine_rig.tiers, started from the chart's rendered container.
 """
 
 from __future__ import annotations
@@ -31,9 +32,8 @@ MODEL_NAME = "tiny-llama"
 MAX_MODEL_LEN = 4096
 BLOCK_SIZE = 128  # vLLM's CPU default, said explicitly: kv_aware routing must hash blocks the same way
 CPU_TIERS_NOTE = (
-    "L1/L2 not exercised on this rig: LMCache's connector and vLLM's native KV offloading refuse "
-    "CPU devices, so only L0 (vLLM prefix cache) runs here. The cross-pod L2 check runs against a "
-    "GPU cluster: `kvtier smoke --kubeconfig ...` (docs/smoke-and-bench.md)."
+    "routing rig: L0 (vLLM prefix cache) only, hand-written flags; L1/L2 run on the tiered rig "
+    "(kvtier.engine_rig.tiers: the chart's rendered container, LMCache with the CPU copy stand-in)."
 )
 # Quiet, offline, reproducible engines that share two cores with everything else.
 ENGINE_ENV = {

@@ -10,8 +10,10 @@ modification time first) until it is at or below the low watermark. Standard lib
 
 Why these rules (LMCache 0.5.x `fs_connector.py`):
 - a chunk is written to `<key>.tmp` (or to `<tmp dir>/<key>.data` when `fs_connector_relative_tmp_dir` is
-  set) and renamed to `<key>.data` in the directory itself: only top-level `*.data` files are candidates,
-  a file still being written is never touched (but counts towards the usage);
+  set) and renamed to `<key>.data` in the directory LMCache is given: the umbrella gives each model its own
+  namespace directory, `<model name>.<12 hex>` under the L2 root, so candidates are the `*.data` files at
+  the top level and directly inside such a namespace; a file still being written is never touched (but
+  counts towards the usage);
 - a rename keeps the temp file's mtime and reads never touch the file, so mtime = last write; LRU here
   means least recently *written*, the best signal the filesystem gives;
 - every lookup checks the file on disk, so a removed chunk is a clean miss on every replica.
@@ -35,6 +37,9 @@ from typing import Any
 OK, FINDINGS, USAGE = 0, 1, 2
 FINAL_SUFFIX = ".data"
 TEMP_SUFFIX = ".tmp"
+# The umbrella's L2 namespace directories (kv-tiered-inference.l2Namespace): a DNS-label model name, a dot,
+# 12 hex digits. A dot never occurs in a model name, so no other directory matches.
+NAMESPACE_DIR = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\.[0-9a-f]{12}")
 REPORT_NAMES = 20  # evicted file names listed in the report (the count and bytes cover all)
 
 _UNITS = {
@@ -110,13 +115,17 @@ class Scan:
 
 
 def scan(directory: str) -> Scan:
-    """Measure the directory without following links. Candidates are the top level's `*.data` files only:
-    LMCache writes final chunks flat, while files below (its relative tmp dir) are writes in flight."""
+    """Measure the directory without following links. Candidates are the `*.data` files of the top level and
+    of each namespace directory: LMCache writes final chunks flat in the directory it is given, while files
+    deeper down (its relative tmp dir) are writes in flight."""
     result = Scan()
     stack = [directory]
     while stack:
         current = stack.pop()
-        top = current == directory
+        parent, name = os.path.split(current)
+        chunk_dir = current == directory or (
+            parent == directory and NAMESPACE_DIR.fullmatch(name) is not None
+        )
         try:
             entries = list(os.scandir(current))
         except FileNotFoundError:
@@ -131,10 +140,10 @@ def scan(directory: str) -> Scan:
                 info = entry.stat(follow_symlinks=False)
             except FileNotFoundError:
                 continue  # renamed or removed between listing and stat
-            if top and entry.name.endswith(FINAL_SUFFIX):
+            if chunk_dir and entry.name.endswith(FINAL_SUFFIX):
                 result.chunks.append(Chunk(entry.path, info.st_size, info.st_mtime_ns, info.st_ino))
                 result.chunk_bytes += info.st_size
-            elif entry.name.endswith(TEMP_SUFFIX) or not top:
+            elif entry.name.endswith(TEMP_SUFFIX) or not chunk_dir:
                 result.temp_files += 1
                 result.temp_bytes += info.st_size
             else:

@@ -1,0 +1,100 @@
+"""Each model's L2 namespace (the directory in LMCache's remote_url) changes with everything that makes its
+chunks valid, and with nothing else. LMCache's own key misses the model's identity beyond the model argument
+string (../shared/DESIGN.md section 4), so the namespace is what keeps two models, or two revisions, apart.
+The same keys are shown to change LMCache's verdict in tests/engine/test_lmcache_invariants.py."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from render import find, helm_bin, render, render_docs
+
+from kvtier import paths
+
+CPU = paths.ROOT / "values" / "cpu.yaml"
+NAMESPACE_URL = re.compile(r"fs://localhost:0(?P<mount>/.*)/(?P<name>[a-z0-9-]+)\.(?P<digest>[0-9a-f]{12})/")
+
+
+@pytest.fixture(autouse=True)
+def _helm(need) -> None:
+    need(helm_bin(3).exists(), "pinned Helm not built: run `make tools`")
+
+
+def namespaces(set_values: dict[str, Any] | None = None, values: list[Path] | None = None) -> dict[str, str]:
+    """Model name -> the namespace directory in its LMCache config."""
+    docs = render_docs("kv-tiered-inference", values=values or [CPU], set_values=set_values)
+    result = {}
+    for config_map in find(docs, "ConfigMap"):
+        data = (config_map.get("data") or {}).get("lmcache.yaml")
+        if data:
+            match = NAMESPACE_URL.fullmatch(yaml.safe_load(data)["remote_url"])
+            assert match, yaml.safe_load(data)["remote_url"]
+            result[config_map["metadata"]["labels"]["kv-tiered-inference/model"]] = (
+                match["name"] + "." + match["digest"]
+            )
+    return result
+
+
+def test_namespace_is_stable_and_named_after_the_model() -> None:
+    first, second = namespaces(), namespaces()
+    assert first == second
+    assert first["qwen2-05b"].startswith("qwen2-05b.")
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("models[0].model", "Qwen/Qwen2.5-0.5B-Instruct"),  # another model behind the same name
+        ("models[0].source.huggingface.revision", "abc123"),  # a new revision
+        ("models[0].dtype", "float32"),
+        ("cache.chunkSize", 128),
+        ("cache.hashAlgorithm", "sha256"),
+        ("cache.lmcacheVersion", "0.5.6"),
+        ("engine.accelerator", "nvidia"),
+        ("cache.l2.namespaceSalt", "weights-2026-12"),
+    ],
+)
+def test_every_validity_input_changes_the_namespace(key: str, value: Any) -> None:
+    assert namespaces({key: value}) != namespaces()
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("models[0].replicas", 3),  # scaling keeps the cache
+        ("models[0].source.huggingface.tokenSecret.name", "hf-token"),  # credentials are not identity
+        ("engine.cpuKVCacheSpace", "3Gi"),  # L0 size does not change a chunk
+        ("cache.l2.eviction.highWatermark", "90%"),
+    ],
+)
+def test_settings_that_keep_chunks_valid_keep_the_namespace(key: str, value: Any) -> None:
+    assert namespaces({key: value}) == namespaces()
+
+
+def test_pvc_models_at_one_path_in_different_claims_get_different_namespaces(tmp_path: Path) -> None:
+    # Same model argument (/models/llm) from two claims: LMCache would key both the same.
+    overlay = tmp_path / "pvc.yaml"
+
+    def model(name: str, claim: str) -> dict[str, Any]:
+        return {
+            "name": name,
+            "model": "llm",
+            "source": {"pvc": {"claimName": claim, "path": "llm"}},
+            "replicas": 1,
+            "dtype": "bfloat16",
+            "resources": {"limits": {"memory": "8Gi"}},
+        }
+
+    overlay.write_text(yaml.safe_dump({"models": [model("a", "weights-v1"), model("b", "weights-v2")]}))
+    found = namespaces(values=[CPU, overlay])
+    assert found["a"].split(".")[1] != found["b"].split(".")[1]
+
+
+def test_tensor_parallel_above_one_is_refused_on_cpu() -> None:
+    result = render("kv-tiered-inference", values=[CPU], set_values={"models[0].gpusPerReplica": 2})
+    assert result.returncode != 0
+    assert "engine.accelerator is cpu" in result.stderr and "gpusPerReplica" in result.stderr

@@ -1,0 +1,94 @@
+"""L1 and L2 for real on CPU: two vLLM replicas started from values/cpu.yaml's rendered container share KV
+through LMCache's fs connector on one directory (kvtier.engine_rig.tiers). LMCache's engine, L1 and L2 are
+its own; only the paged-KV copy is our stand-in (tools/lmcache-cpu-copy, checked against vLLM's kernel in
+test_cpu_copy_adapter.py). Timings are printed, never asserted (benchmarks/ compare them side by side)."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kvtier.engine_rig import rig as engine_rig
+from kvtier.engine_rig import tiers
+from kvtier.engine_rig.errors import RigError
+from kvtier.plan import capacity
+from kvtier.podscripts import kvcheck
+
+HEADER_BYTES = 28  # LMCache's chunk-file header (length, format, dtype, shape), ../shared/DESIGN.md section 4
+
+
+@pytest.fixture(scope="module")
+def tiered(tmp_path_factory: pytest.TempPathFactory, need) -> Iterator[tiers.TieredRig]:
+    try:
+        engine_rig.engine_python()
+    except RigError as error:
+        need(False, f"engine rig unavailable: {error}")
+    with tiers.TieredRig(tmp_path_factory.mktemp("tiers")) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def measured(tiered: tiers.TieredRig) -> dict[str, Any]:
+    result = tiers.measure_tiers(tiered, words=2000)
+    tiers.print_table(result)
+    return result
+
+
+def test_the_rig_runs_the_chart_rendered_container(tiered: tiers.TieredRig) -> None:
+    assert tiered.engine is not None
+    args = tiered.engine.args
+    assert args[0] == "serve" and "--gpu-memory-utilization" not in args
+    assert '"kv_load_failure_policy":"recompute"' in args[args.index("--kv-transfer-config") + 1]
+    assert tiered.engine.env["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    # The L2 directory each replica uses is the model's namespace inside the one shared volume.
+    assert tiered.l2_dir is not None and tiered.l2_dir.parent == tiered.work_dir / "l2"
+    assert tiered.l2_dir.name.startswith(f"{engine_rig.MODEL_NAME}.")
+
+
+def test_other_replica_hits_whole_chunks_from_l2_with_identical_output(measured: dict[str, Any]) -> None:
+    cold, _l0, l2, _gone, _reference = measured["table"]
+    whole_chunks = measured["prompt_tokens"] // measured["chunk_size"] * measured["chunk_size"]
+    assert cold["hit_tokens"] == 0
+    assert l2["hit_tokens"] == whole_chunks > 0, (
+        "replica 1's first request must load every whole chunk from L2"
+    )
+    assert measured["identical_outputs"], "greedy output differs between the cold and the L2-hit path"
+
+
+def test_a_removed_l2_file_is_a_clean_recompute(measured: dict[str, Any], tiered: tiers.TieredRig) -> None:
+    gone = measured["table"][3]
+    assert gone["hit_tokens"] == 0  # nothing loaded, nothing failed: the request was served from scratch
+    # The engine keeps serving after it.
+    answer = kvcheck.stream_completion(
+        tiered.started[1].url, engine_rig.MODEL_NAME, "health check", max_tokens=2
+    )
+    assert answer["text"]
+
+
+def test_chunk_files_are_the_planners_bytes_per_token_times_chunk_plus_header(
+    measured: dict[str, Any], tiered: tiers.TieredRig
+) -> None:
+    files = tiered.chunk_files()
+    assert files, "no chunk files in L2"
+    spec = capacity.load_model_config(tiered.work_dir / "models" / engine_rig.MODEL_NAME / "config.json")
+    expected = spec.kv_bytes_per_token(4) * measured["chunk_size"] + HEADER_BYTES  # float32 KV
+    sizes = {path.stat().st_size for path in files}
+    assert sizes == {expected}, f"chunk files {sorted(sizes)} bytes, planner says {expected}"
+    # The header's first field is the payload length LMCache reads back.
+    (length,) = struct.unpack("<i", Path(files[0]).read_bytes()[:4])
+    assert length == expected - HEADER_BYTES
+
+
+def test_helm_tests_crosspod_check_passes_on_the_rendered_engines(
+    measured: dict[str, Any], tiered: tiers.TieredRig
+) -> None:
+    # The check `helm test` runs in the cluster (kvcheck.py), here against the two rendered replicas.
+    del measured  # runs after the measurement, so its fresh prompts do not disturb the table
+    a, b = (process.url for process in tiered.started)
+    outcome = kvcheck.check_crosspod(a, b, engine_rig.MODEL_NAME, words=1200, settle_s=2)
+    assert outcome["ok"] is True, outcome["summary"]
+    assert outcome["b"]["external_hit_tokens"] >= 1024

