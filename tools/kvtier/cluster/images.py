@@ -9,6 +9,8 @@ kvtier.local/<name>:<key>, so a changed recipe is a new tag and an old one is ne
 - coredns: the CoreDNS binary built from the Go module proxy.
 - python: a Debian base (mmdebstrap from the configured Debian mirror) with python3, for the `helm test`
   pods and the eviction job.
+- router: the python image plus one layer with vllm-router and its dependencies from PyPI (pip's wheels
+  for the base's Python and platform, installed with --target) and a `vllm-router` launcher.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
+import sys
 import tarfile
 import tempfile
 from collections.abc import Callable, Iterator
@@ -28,6 +32,7 @@ from pathlib import Path
 
 from kvtier.cluster import binaries, nodebins
 from kvtier.errors import UserError
+from kvtier.toolchain import versions
 
 REGISTRY = "kvtier.local"
 SOURCES_DIR = Path("/etc/apt/sources.list.d")
@@ -224,8 +229,75 @@ def _scratch() -> Iterator[Path]:
         yield Path(folder)
 
 
+# The base's interpreter (Debian bookworm: CPython 3.11, glibc 2.36) and where Debian's python3 looks.
+BASE_PYTHON = "3.11"
+SITE_PACKAGES = f"usr/local/lib/python{BASE_PYTHON}/dist-packages"
+WHEEL_PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64"]
+ROUTER_LAUNCHER = (
+    "#!/usr/bin/python3\nimport sys\nfrom vllm_router.launch_router import main\n\nsys.exit(main())\n"
+)
+
+
+def router(progress: Progress) -> Image:
+    """vllm-router (the pinned version, PyPI) on the python image; run as `vllm-router` like the chart."""
+    base = python_base(progress)
+    version = versions()["VLLM_ROUTER_VERSION"]
+    pip_options = ["--only-binary=:all:", *(f"--platform={p}" for p in WHEEL_PLATFORMS)]
+    pip_options += [f"--python-version={BASE_PYTHON}", "--implementation=cp", "--abi=cp311", "--abi=abi3"]
+    pip_options += ["--abi=none"]
+    key = _key("router", base.key, version, pip_options, ROUTER_LAUNCHER)
+    image = Image("router", key, cache_dir() / f"router-{key}.tar")
+    if image.archive.exists():
+        return image
+    progress(f"building the router image: vllm-router {version} from PyPI on {base.ref} (once)")
+    with _scratch() as scratch:
+        tree = scratch / "tree"
+        command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-compile", "--target"]
+        command += [str(tree / SITE_PACKAGES), *pip_options, f"vllm-router=={version}"]
+        proc = subprocess.run(command, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        if proc.returncode != 0:
+            raise UserError(
+                f"pip could not fetch vllm-router {version} for the image:\n{proc.stderr[-3000:]}"
+            )
+        # pip's scripts name this machine's interpreter; the image gets its own launcher instead.
+        shutil.rmtree(tree / SITE_PACKAGES / "bin", ignore_errors=True)
+        launcher = tree / "usr" / "local" / "bin" / "vllm-router"
+        launcher.parent.mkdir(parents=True)
+        launcher.write_text(ROUTER_LAUNCHER)
+        launcher.chmod(0o755)
+        layer = scratch / "router.tar"
+        with tarfile.open(layer, "w", format=tarfile.PAX_FORMAT) as tar:
+            tar.add(tree, arcname=".", filter=_owned_by_root)
+        base_layer = scratch / "base.tar"
+        _extract_layer(base.archive, base_layer)
+        write_layout(
+            image.archive, image.ref, [base_layer, layer], {"Env": [PATH_ENV], "Cmd": ["vllm-router"]}
+        )
+    return image
+
+
+def _owned_by_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    info.mtime = 0
+    return info
+
+
+def _extract_layer(archive: Path, out: Path) -> None:
+    """The (only) layer of a one-layer image archive, as a file."""
+    with tarfile.open(archive) as tar:
+        index = json.load(tar.extractfile("index.json"))  # type: ignore[arg-type]
+        manifest_digest = index["manifests"][0]["digest"].split(":")[1]
+        manifest = json.load(tar.extractfile(f"blobs/sha256/{manifest_digest}"))  # type: ignore[arg-type]
+        (layer,) = manifest["layers"]
+        source = tar.extractfile(f"blobs/sha256/{layer['digest'].split(':')[1]}")
+        assert source is not None
+        with out.open("wb") as target:
+            shutil.copyfileobj(source, target, 1 << 20)
+
+
 def all_images(progress: Progress) -> list[Image]:
-    return [pause(), coredns(), python_base(progress)]
+    return [pause(), coredns(), python_base(progress), router(progress)]
 
 
 def import_into(socket: Path, images: list[Image], progress: Progress) -> None:
