@@ -16,8 +16,9 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
+import yaml
 
-from kvtier import paths
+from kvtier import helm, paths
 from kvtier.cluster import nodebins, realnode
 
 START_TIMEOUT = float(os.environ.get("KVTIER_CLUSTER_TIMEOUT", "300"))
@@ -117,3 +118,34 @@ def namespace(kube: Kube) -> Iterator[Callable[[str], str]]:
     yield make
     for name in made:
         kube.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+UMBRELLA = paths.CHARTS / "kv-tiered-inference"
+
+
+def _image_values(prefix: str, image: str) -> list[str]:
+    """--set arguments pointing `<prefix>.image` at a locally built image, never pulled."""
+    registry, rest = image.split("/", 1)
+    repository, tag = rest.rsplit(":", 1)
+    values = {"registry": registry, "repository": repository, "tag": tag, "pullPolicy": "Never"}
+    return [arg for key, value in values.items() for arg in ("--set", f"{prefix}.image.{key}={value}")]
+
+
+@pytest.fixture(scope="session")
+def render_umbrella() -> Callable[..., list[dict]]:
+    """`render_umbrella(namespace, templates, images={"router": ref}, values="cpu.yaml")`: the umbrella's
+    objects from those templates (templates/<name>.yaml), as the chart renders them for that environment,
+    with each `<key>.image` pointing at a local image."""
+
+    def render(
+        namespace: str, templates: list[str], images: dict[str, str], values: str = "cpu.yaml"
+    ) -> list[dict]:
+        helm.build_dependencies(UMBRELLA)
+        args = ["template", "kv", str(UMBRELLA), "-n", namespace, "-f", str(paths.VALUES / values)]
+        for prefix, image in images.items():
+            args += _image_values(prefix, image)
+        for template in templates:
+            args += ["--show-only", f"templates/{template}.yaml"]
+        return [doc for doc in yaml.safe_load_all(helm.run(args, check=True).stdout) if doc]
+
+    return render

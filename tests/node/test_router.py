@@ -12,12 +12,7 @@ from __future__ import annotations
 import json
 import time
 
-import yaml
-
-from kvtier import helm, paths
-
-UMBRELLA = paths.CHARTS / "kv-tiered-inference"
-ROUTER_TEMPLATES = ["serviceaccount", "role", "rolebinding", "deployment", "service"]
+ROUTER_TEMPLATES = [f"router-{t}" for t in ("serviceaccount", "role", "rolebinding", "deployment", "service")]
 STAND_IN_SERVER = """
 import http.server, json
 class Health(http.server.BaseHTTPRequestHandler):
@@ -29,24 +24,6 @@ class Health(http.server.BaseHTTPRequestHandler):
         self.wfile.write(json.dumps({}).encode())
 http.server.HTTPServer(("", 8000), Health).serve_forever()
 """
-
-
-def render_router(namespace: str, router_image: str) -> list[dict]:
-    helm.build_dependencies(UMBRELLA)
-    registry, rest = router_image.split("/", 1)
-    repository, tag = rest.rsplit(":", 1)
-    args = ["template", "kv", str(UMBRELLA), "-n", namespace, "-f", str(paths.VALUES / "cpu.yaml")]
-    for key, value in {
-        "registry": registry,
-        "repository": repository,
-        "tag": tag,
-        "pullPolicy": "Never",
-    }.items():
-        args += ["--set", f"router.image.{key}={value}"]
-    for template in ROUTER_TEMPLATES:
-        args += ["--show-only", f"templates/router-{template}.yaml"]
-    rendered = helm.run(args, check=True).stdout
-    return [doc for doc in yaml.safe_load_all(rendered) if doc]
 
 
 def _selector(deployment: dict) -> dict[str, str]:
@@ -71,10 +48,10 @@ def _log_until(kube, namespace: str, target: str, text: str, timeout: float = 90
 
 
 def test_the_charts_router_discovers_engine_pods_through_the_api_server(
-    kube, real_cluster, namespace
+    kube, real_cluster, namespace, render_umbrella
 ) -> None:
     ns = namespace("router")
-    objects = render_router(ns, real_cluster.images["router"])
+    objects = render_umbrella(ns, ROUTER_TEMPLATES, {"router": real_cluster.images["router"]})
     deployment = next(o for o in objects if o["kind"] == "Deployment")
     kube.kubectl(
         "apply", "-n", ns, "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
