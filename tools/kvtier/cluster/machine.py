@@ -10,6 +10,7 @@ mounts, network namespaces and links, and cgroups.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -93,13 +94,11 @@ def _mounts() -> list[str]:
 
 def _cgroups() -> list[str]:
     # Only the cluster's own kind: other sessions on the machine create and remove cgroups all the time.
-    return sorted(
-        str(path.relative_to(CGROUP_ROOT))
-        for controller in CGROUP_ROOT.iterdir()
-        if controller.is_dir()
-        for path in controller.rglob("*")
-        if path.is_dir() and re.search(r"kvtier|kubepods", path.name)
-    )
+    # os.walk skips a folder that vanishes while it walks (a running cluster's pods come and go).
+    found = []
+    for top, folders, _ in os.walk(CGROUP_ROOT):
+        found += [os.path.join(top, f) for f in folders if re.search(r"kvtier|kubepods", f)]
+    return sorted(str(Path(path).relative_to(CGROUP_ROOT)) for path in found)
 
 
 def snapshot() -> dict[str, object]:
