@@ -14,6 +14,7 @@ import secrets
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 import yaml
@@ -83,9 +84,22 @@ def node_programs(need) -> None:
     need(not absent, f"real-node programs not built ({', '.join(absent)}): run `make node-tools`")
 
 
+SESSION_PREFIX = "node-test-"
+
+
+def _remove_abandoned() -> None:
+    """Take down clusters of test sessions that died without their teardown (killed, crashed)."""
+    root = realnode.clusters_dir()
+    for folder in sorted(root.glob(f"{SESSION_PREFIX}*")) if root.is_dir() else []:
+        pid = folder.name.removeprefix(SESSION_PREFIX)
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            realnode.down(folder.name, progress=lambda m: print(f"[real-node] {m}"))
+
+
 @pytest.fixture(scope="session")
 def real_cluster(node_programs) -> Iterator[realnode.RealCluster]:
-    name = f"node-test-{os.getpid()}"
+    _remove_abandoned()
+    name = f"{SESSION_PREFIX}{os.getpid()}"
     cluster = realnode.up(name, timeout=START_TIMEOUT, progress=lambda m: print(f"[real-node] {m}"))
     try:
         yield cluster
