@@ -92,3 +92,23 @@ def test_helm_tests_crosspod_check_passes_on_the_rendered_engines(
     outcome = kvcheck.check_crosspod(a, b, engine_rig.MODEL_NAME, words=1200, settle_s=2)
     assert outcome["ok"] is True, outcome["summary"]
     assert outcome["b"]["external_hit_tokens"] >= 1024
+
+
+def test_a_broken_chunk_file_is_recomputed_not_a_failed_request(
+    measured: dict[str, Any], tiered: tiers.TieredRig
+) -> None:
+    """kv_load_failure_policy recompute, as the chart renders it, on the real engines: replica 1 finds the
+    chunks, one of them cannot be read, and the request is still served with replica 0's output."""
+    del measured
+    prompt = kvcheck.long_prompt(1500)
+    before = set(tiered.chunk_files())
+    first = kvcheck.stream_completion(tiered.started[0].url, engine_rig.MODEL_NAME, prompt, max_tokens=8)
+    tokens = tiers.prompt_tokens(tiered.started[0].url, prompt)
+    tiered.wait_for_chunks(len(before) + tokens // tiered.chunk_size)
+    written = sorted((p for p in tiered.chunk_files() if p not in before), key=lambda p: p.stat().st_mtime_ns)
+    broken = written[len(written) // 2]
+    broken.write_bytes(broken.read_bytes()[:1000])  # a torn chunk in the middle of the prompt
+    second = kvcheck.stream_completion(tiered.started[1].url, engine_rig.MODEL_NAME, prompt, max_tokens=8)
+    assert second["text"] == first["text"], "the recomputed answer differs from the first replica's"
+    log = tiered.started[1].log.read_text(errors="replace")
+    assert broken.name in log, "LMCache's failed read should name the file in the engine log"

@@ -172,6 +172,22 @@ def test_crosspod_rendered_catches_disagreement() -> None:
     assert any("LMCache configs disagree" in m for m in run([cm, other]))
     assert run([cm, copy.deepcopy(cm)]) == []
 
+    # Each model's L2 namespace is its own: two configs in one directory share keys across models.
+    def model_config(name: str, url: str) -> dict[str, Any]:
+        return {
+            "kind": "ConfigMap",
+            "metadata": {"name": name},
+            "data": {"lmcache.yaml": f"remote_url: {url}\n"},
+        }
+
+    apart = [
+        model_config("a", "fs://localhost:0/l2/a.0123456789ab/"),
+        model_config("b", "fs://localhost:0/l2/b.ba9876543210/"),
+    ]
+    assert run(apart) == []
+    together = [model_config("a", "fs://localhost:0/l2/"), model_config("b", "fs://localhost:0/l2/")]
+    assert any("share an L2 directory" in m for m in run(together))
+
 
 @pytest.mark.parametrize(
     ("change", "level"),

@@ -87,7 +87,7 @@ def local_process(
     """argv and env of one replica. `volumes`: volume name -> local directory (the rig's "mounts")."""
     if engine.command != ["vllm"]:
         raise RigError(f"the chart's engine command is {engine.command}, the rig knows ['vllm']")
-    table = {engine.mounts[name]: local for name, local in volumes.items()}
+    table = {engine.mounts[name]: local for name, local in volumes.items() if name in engine.mounts}
     table[LMCACHE_CONFIG_DIR] = config_dir
     config = dict(engine.lmcache_config)
     config["remote_url"] = _remap(str(config.get("remote_url", "")), table)

@@ -1,8 +1,9 @@
 """Cross-pod invariants checked on what the chart renders (DESIGN.md section 4).
 
 The values rules check the settings; this checks the result: every engine container gets a fixed
-PYTHONHASHSEED, the same one everywhere; every rendered LMCache config agrees on the keys that name and
-find chunks; and engines serving the same model agree on image, dtype, KV dtype and parallelism.
+PYTHONHASHSEED, the same one everywhere; every rendered LMCache config agrees on the keys that name
+chunks, and each model's L2 directory is its own under one mount; and engines serving the same model agree
+on image, dtype, KV dtype and parallelism. What LMCache keys on is upstream/lmcache_key.py (measured).
 """
 
 from __future__ import annotations
@@ -18,13 +19,8 @@ from kvtier.validate.policy import containers, subject, workloads
 from kvtier.validate.rules import Hit, ManifestsContext, rule
 
 CROSSPOD = "cross-pod (rendered)"
-LMCACHE_SHARED_KEYS = (
-    "chunk_size",
-    "pre_caching_hash_algorithm",
-    "remote_url",
-    "remote_serde",
-    "save_unfull_chunk",
-)
+# Keys every rendered LMCache config must share (the chunk hash chain); remote_url is per model (namespaces).
+LMCACHE_SHARED_KEYS = ("chunk_size", "pre_caching_hash_algorithm", "save_unfull_chunk")
 SAME_MODEL_FLAGS = ("--dtype", "--kv-cache-dtype", "--tensor-parallel-size", "--pipeline-parallel-size")
 
 
@@ -59,7 +55,7 @@ def _flag(argv: list[str], flag: str) -> str | None:
     "crosspod-rendered",
     scope="manifests",
     check_name=CROSSPOD,
-    reason="pods share L2 chunks only if seed, chunking, hash, L2 URL/serde and model settings are identical",
+    reason="pods share L2 chunks only if seed, chunking, hash, L2 directory and model settings are identical",
     remedy="set these once in the chart (cache:, models[]) and never per template; re-render",
 )
 def rendered_invariants(ctx: ManifestsContext) -> Iterator[Hit]:
@@ -85,6 +81,7 @@ def rendered_invariants(ctx: ManifestsContext) -> Iterator[Hit]:
     if len(set(seeds.values())) > 1:
         yield Hit(f"engine containers disagree on PYTHONHASHSEED: {seeds}")
     rendered: dict[str, dict[str, Any]] = {}
+    urls: dict[str, str] = {}
     for where, text in configs.find_files(ctx.manifests, LMCACHE):
         try:
             data = yaml.safe_load(text)
@@ -94,5 +91,11 @@ def rendered_invariants(ctx: ManifestsContext) -> Iterator[Hit]:
         rendered[where] = (
             {k: (data or {}).get(k) for k in LMCACHE_SHARED_KEYS} if isinstance(data, dict) else {}
         )
+        if isinstance(data, dict) and data.get("remote_url"):
+            urls[where] = str(data["remote_url"])
     if len({repr(v) for v in rendered.values()}) > 1:
         yield Hit(f"LMCache configs disagree on {', '.join(LMCACHE_SHARED_KEYS)}: {rendered}")
+    # Two models in one L2 directory share keys whenever their model argument, TP and dtype agree.
+    shared = {url for url in urls.values() if list(urls.values()).count(url) > 1}
+    if shared:
+        yield Hit(f"LMCache configs of different models share an L2 directory {sorted(shared)}: {urls}")

@@ -123,7 +123,9 @@ def scan(directory: str) -> Scan:
     while stack:
         current = stack.pop()
         parent, name = os.path.split(current)
-        chunk_dir = current == directory or (parent == directory and NAMESPACE_DIR.fullmatch(name) is not None)
+        chunk_dir = current == directory or (
+            parent == directory and NAMESPACE_DIR.fullmatch(name) is not None
+        )
         try:
             entries = list(os.scandir(current))
         except FileNotFoundError:

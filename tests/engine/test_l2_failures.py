@@ -1,0 +1,170 @@
+"""L2 failures on LMCache's real storage path end in a miss or a shorter hit, never in wrong KV or a dead
+engine: each case stores a prompt's two chunks from one pod (configured from values/cpu.yaml's render, as in
+test_lmcache_invariants.py), breaks the L2 the way production breaks it, and looks up from another pod.
+vLLM then recomputes what LMCache did not load: the chart sets kv_load_failure_policy recompute
+(test_l2_tiers.py shows a request served through a broken chunk file on the real engines)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kvtier.engine_rig import invariants, rendered, tiers
+from kvtier.engine_rig import rig as engine_rig
+from kvtier.engine_rig.errors import RigError
+
+TINY = {"layers": 2, "kv_heads": 2, "head_size": 64}
+TOKENS = invariants.prompt_tokens(600, seed=5)  # two whole chunks of 256
+# One chunk file of TINY in values/cpu.yaml's dtype (bfloat16): K+V x layers x heads x dims x 2 bytes x 256
+# tokens + LMCache's 28-byte header.
+CHUNK_BYTES = 2 * 2 * 2 * 64 * 2 * 256 + 28
+DAMAGES = ("race", "truncated", "zero-length", "crashed-writer", "wiped", "full", "read-only")
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory, need) -> Path:
+    try:
+        engine_rig.engine_python()
+    except RigError as error:
+        need(False, f"engine rig unavailable: {error}")
+    return tmp_path_factory.mktemp("failures")
+
+
+@pytest.fixture(scope="module")
+def small_fs(work: Path) -> Iterator[Path | str]:
+    """A 400 KiB tmpfs (room for one chunk file of TINY, not two) and work/ro-fs, a tmpfs of its own to turn
+    read-only; or why they cannot be made."""
+    mount, read_only = work / "small", work / "ro-fs"
+    made = []
+    for path, size in ((mount, "400k"), (read_only, "2m")):
+        path.mkdir()
+        proc = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True, text=True
+        )
+        if proc.returncode != 0:
+            for done in made:
+                subprocess.run(["umount", "-l", str(done)], check=False)
+            yield f"cannot mount a small tmpfs here (needs root): {proc.stderr.strip()}"
+            return
+        made.append(path)
+    try:
+        yield mount
+    finally:
+        for done in made:
+            subprocess.run(["umount", "-l", str(done)], check=False)
+
+
+def chunks_in_order(pod: invariants.Pod) -> list[Path]:
+    """The stored chunk files, first chunk first (LMCache writes them in prompt order)."""
+    return sorted(pod.l2_dir.glob("*.data"), key=lambda p: p.stat().st_mtime_ns)
+
+
+@pytest.fixture(scope="module")
+def outcomes(work: Path, small_fs: Path | str) -> dict[str, dict[str, Any]]:
+    """Every damage on its own L2 namespace: one process stores all, the damage is done, one process looks up
+    all (two engine-venv processes in all instead of two per case)."""
+    engine = rendered.render_engine([tiers.CPU_VALUES], {}, work / "render")
+    mountable = isinstance(small_fs, Path)
+    volumes = {"full": small_fs, "read-only": work / "ro-fs"}
+    pods = {}
+    for damage in DAMAGES:
+        if damage in volumes and not mountable:
+            continue
+        volume = volumes.get(damage, work / damage / "l2")
+        pods[damage] = invariants.pod_case(engine, Path(volume), work / damage, TINY)
+    seed = next(iter(pods.values())).seed
+    stores = [{**pod.case, "tokens": TOKENS, "kv_seed": 1, "action": "store"} for pod in pods.values()]
+    stored = dict(zip(pods, invariants.run_cases(stores, seed, work), strict=True))
+
+    second = {name: chunks_in_order(pods[name])[1] for name in ("truncated", "zero-length", "crashed-writer")}
+    second["truncated"].write_bytes(second["truncated"].read_bytes()[: CHUNK_BYTES // 2])
+    second["zero-length"].write_bytes(b"")
+    second["crashed-writer"].rename(
+        second["crashed-writer"].with_name(second["crashed-writer"].name + ".tmp")
+    )
+    shutil.rmtree(pods["wiped"].l2_dir)
+    lookups = []
+    for name, pod in pods.items():
+        lookups.append({**pod.case, "tokens": TOKENS, "kv_seed": 1, "action": "lookup"})
+        if name == "race":
+            lookups[-1]["fault"] = "delete_after_lookup"
+    if mountable:
+        subprocess.run(["mount", "-o", "remount,ro", str(work / "ro-fs")], check=True)
+        fresh = invariants.prompt_tokens(600, seed=9)
+        lookups.append({**pods["read-only"].case, "tokens": fresh, "kv_seed": 4, "action": "store"})
+    try:
+        found, log = invariants.run_cases_logged(lookups, seed, work)
+    finally:
+        if mountable:
+            subprocess.run(["mount", "-o", "remount,rw", str(work / "ro-fs")], check=False)
+    result = {
+        name: {"stored": stored[name], "found": found[i], "pod": pods[name]} for i, name in enumerate(pods)
+    }
+    if "read-only" in pods:
+        result["read-only"]["store_after"] = found[-1]
+    for name, outcome in result.items():
+        outcome["log"] = log
+        outcome["files"] = (
+            sorted(p.stat().st_size for p in outcome["pod"].l2_dir.glob("*.data")) if name != "wiped" else []
+        )
+    return result
+
+
+def test_every_damage_was_stored_first(outcomes: dict[str, dict[str, Any]]) -> None:
+    for name, outcome in outcomes.items():
+        expected = 1 if name == "full" else 2
+        assert outcome["stored"]["error"] is None and outcome["stored"]["stored_files"] == expected, (
+            name,
+            outcome,
+        )
+
+
+def test_chunk_deleted_between_lookup_and_read_is_a_clean_miss(outcomes: dict[str, dict[str, Any]]) -> None:
+    found = outcomes["race"]["found"]
+    assert found["error"] is None, found
+    assert found["hit_tokens"] == 512 and found["retrieved_tokens"] == 0  # nothing wrong was loaded
+    assert found["lookup_after"] == 0  # and the engine answers the next lookup
+
+
+@pytest.mark.parametrize("damage", ["truncated", "zero-length"])
+def test_a_damaged_second_chunk_keeps_only_the_good_prefix(
+    outcomes: dict[str, dict[str, Any]], damage: str
+) -> None:
+    found = outcomes[damage]["found"]
+    assert found["error"] is None, found
+    assert found["retrieved_tokens"] <= 256, found  # at most the first chunk, never the damaged one
+    if found["retrieved_tokens"]:
+        assert found["data_ok"] is True, found
+
+
+def test_a_tmp_file_left_by_a_crashed_writer_is_invisible(outcomes: dict[str, dict[str, Any]]) -> None:
+    found = outcomes["crashed-writer"]["found"]
+    assert found["error"] is None and found["hit_tokens"] == 256 and found["data_ok"] is True, found
+
+
+def test_a_wiped_namespace_is_a_miss(outcomes: dict[str, dict[str, Any]]) -> None:
+    found = outcomes["wiped"]["found"]
+    assert found["error"] is None and found["hit_tokens"] == 0, found
+
+
+def test_a_full_l2_stores_what_fits_and_never_leaves_a_partial_chunk(
+    outcomes: dict[str, dict[str, Any]], need
+) -> None:
+    need("full" in outcomes, "no small tmpfs on this machine (mount needs root)")
+    full = outcomes["full"]
+    assert full["files"] == [CHUNK_BYTES], full["files"]  # ENOSPC on the second: no torn final file
+    assert full["found"]["error"] is None and full["found"]["hit_tokens"] == 256, full["found"]
+
+
+def test_a_read_only_l2_serves_what_it_holds_and_stores_nothing(
+    outcomes: dict[str, dict[str, Any]], need
+) -> None:
+    need("read-only" in outcomes, "no small tmpfs on this machine (mount needs root)")
+    ro = outcomes["read-only"]
+    assert ro["found"]["error"] is None and ro["found"]["hit_tokens"] == 512, ro["found"]
+    assert ro["store_after"]["error"] is None and ro["store_after"]["stored_files"] == 0, ro["store_after"]

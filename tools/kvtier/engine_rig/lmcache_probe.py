@@ -1,0 +1,115 @@
+"""One LMCache engine in its own process, as one engine pod would run it: LMCache's own LMCacheEngine, token
+database, L1 backend and fs connector, configured from the chart's rendered LMCache file and the pod's
+model argument, world size and dtype, on a synthetic paged KV cache in vLLM CPU's layout (copied with the
+lmcache-cpu-copy stand-in). Runs in the engine venv (vLLM importable, so PYTHONHASHSEED counts as in a pod):
+
+    .venv-engine/bin/python tools/kvtier/engine_rig/lmcache_probe.py CASES.json
+
+CASES: a JSON list; each case {"action": "store"|"lookup", "config": path of lmcache.yaml, "model_arg",
+"served_model_name", "world_size", "worker_id", "dtype", "layers", "kv_heads", "head_size", "tokens": [...],
+"kv_seed", "fault": optional "delete_after_lookup"} runs on a fresh engine (its own L1), one after another
+in this process (one PYTHONHASHSEED).
+`store` writes the chunks of `tokens` (KV drawn from kv_seed) and waits until L2 holds them; `lookup` asks
+how many leading tokens LMCache would serve, retrieves them and compares with the KV kv_seed gives. Prints
+one JSON line per case: {"hit_tokens", "retrieved_tokens", "data_ok", "lookup_after", "error"}.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+from lmcache.v1.cache_engine import LMCacheEngineBuilder
+from lmcache.v1.config import LMCacheEngineConfig
+from lmcache.v1.metadata import LMCacheMetadata
+from lmcache_cpu_copy.connector import CPUPagedKVConnector
+
+BLOCK_SIZE = 128
+
+
+def paged_kv(request: dict[str, Any], tokens: int, fill: bool) -> list[torch.Tensor]:
+    """One tensor per layer in vLLM CPU's layout, holding `tokens` tokens in slots 0..tokens-1."""
+    dtype = getattr(torch, request["dtype"])
+    blocks = -(-tokens // BLOCK_SIZE) + 1
+    shape = (blocks, request["kv_heads"], BLOCK_SIZE, 2 * request["head_size"])
+    generator = torch.Generator().manual_seed(int(request["kv_seed"]))
+    return [
+        torch.randn(shape, generator=generator).to(dtype) if fill else torch.zeros(shape, dtype=dtype)
+        for _ in range(request["layers"])
+    ]
+
+
+def engine_for(request: dict[str, Any], chunk_size: int, config: LMCacheEngineConfig) -> Any:
+    metadata = LMCacheMetadata(
+        model_name=request["model_arg"],
+        served_model_name=request.get("served_model_name"),
+        world_size=int(request["world_size"]),
+        local_world_size=int(request["world_size"]),
+        worker_id=int(request.get("worker_id", 0)),
+        local_worker_id=int(request.get("worker_id", 0)),
+        kv_dtype=getattr(torch, request["dtype"]),
+        kv_shape=(request["layers"], 2, chunk_size, request["kv_heads"], request["head_size"]),
+    )
+    connector = CPUPagedKVConnector(request["layers"], request["kv_heads"], request["head_size"])
+    engine = LMCacheEngineBuilder.get_or_create(
+        "probe", config, metadata, connector, lambda tensor, _src: tensor, lambda obj, _src: obj
+    )
+    engine.post_init()
+    return engine
+
+
+def l2_dir(config: LMCacheEngineConfig) -> Path:
+    return Path(str(config.remote_url).removeprefix("fs://localhost:0"))
+
+
+def run_case(request: dict[str, Any]) -> dict[str, Any]:
+    action = request["action"]
+    config = LMCacheEngineConfig.from_file(request["config"])
+    tokens = torch.tensor(request["tokens"], dtype=torch.long)
+    slots = torch.arange(len(tokens), dtype=torch.long)
+    engine = engine_for(request, config.chunk_size, config)
+    result: dict[str, Any] = {"hit_tokens": 0, "retrieved_tokens": 0, "data_ok": None, "error": None}
+    try:
+        if action == "store":
+            before = len(list(l2_dir(config).glob("*.data")))
+            engine.store(tokens, kvcaches=paged_kv(request, len(tokens), fill=True), slot_mapping=slots)
+            expected = before + len(tokens) // config.chunk_size
+            deadline = time.monotonic() + 60
+            while len(list(l2_dir(config).glob("*.data"))) < expected and time.monotonic() < deadline:
+                time.sleep(0.1)
+            result["stored_files"] = len(list(l2_dir(config).glob("*.data"))) - before
+        else:
+            hit = int(engine.lookup(tokens))
+            result["hit_tokens"] = hit
+            if request.get("fault") == "delete_after_lookup":  # eviction racing a reader
+                for path in l2_dir(config).glob("*.data"):
+                    path.unlink()
+            if hit:
+                caches = paged_kv(request, len(tokens), fill=False)
+                mask = engine.retrieve(tokens[:hit], kvcaches=caches, slot_mapping=slots[:hit])
+                retrieved = int(mask.sum())
+                result["retrieved_tokens"] = retrieved
+                truth = paged_kv(request, len(tokens), fill=True)
+                full_blocks = retrieved // BLOCK_SIZE
+                result["data_ok"] = retrieved > 0 and all(
+                    torch.equal(got[:full_blocks], want[:full_blocks])
+                    for got, want in zip(caches, truth, strict=True)
+                )
+        # The engine still answers after whatever happened above.
+        result["lookup_after"] = int(engine.lookup(tokens))
+    except Exception as error:  # the verdict is the output: a failed read is a finding, not a crash
+        result["error"] = f"{type(error).__name__}: {error}"
+        result["traceback"] = traceback.format_exc()[-1500:]
+    finally:
+        LMCacheEngineBuilder.destroy("probe")
+    return result
+
+
+if __name__ == "__main__":
+    for case in json.loads(Path(sys.argv[1]).read_text()):
+        print(json.dumps(run_case(case)), flush=True)
