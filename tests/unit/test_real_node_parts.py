@@ -138,3 +138,15 @@ def test_exec_without_a_real_cluster_is_a_clear_error() -> None:
     assert result.returncode != 0
     assert "no real-node cluster 'no-such-real-cluster'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_cluster_actions_take_their_own_options() -> None:
+    base = [sys.executable, "-m", "kvtier.cli", "cluster"]
+    bogus = subprocess.run([*base, "up", "--runtime", "bogus"], capture_output=True, text=True, timeout=60)
+    assert bogus.returncode == 2 and "invalid choice: 'bogus'" in bogus.stderr
+    stray = subprocess.run([*base, "down", "--runtime", "real"], capture_output=True, text=True, timeout=60)
+    assert stray.returncode == 2 and "unrecognized arguments: --runtime" in stray.stderr
+    gone = subprocess.run(
+        [*base, "down", "--name", "never-started-here"], capture_output=True, text=True, timeout=60
+    )
+    assert gone.returncode == 0 and "does not exist" in gone.stdout
