@@ -197,14 +197,15 @@ class Starter:
             "--mount",
             "--propagation=slave",
         ]
-        proc = subprocess.Popen(
-            [*enter, "sh", "-c", script],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=self.log("holder").open("w"),
-            preexec_fn=_join(self.procs),
-            text=True,
-        )
+        with self.log("holder").open("w") as log:  # the child keeps its own copy of the descriptor
+            proc = subprocess.Popen(
+                [*enter, "sh", "-c", script],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                preexec_fn=_join(self.procs),
+                text=True,
+            )
         assert proc.stdout is not None
         if proc.stdout.readline().strip() != "ready":
             raise UserError(f"the namespace holder did not start; log: {self.log('holder')}")
@@ -214,14 +215,15 @@ class Starter:
 
     def start(self, component: str, argv: list[str], env: dict[str, str] | None = None) -> int:
         inside = ["nsenter", f"--target={self.holder}", "--net", "--mount", "--", *argv]
-        proc = subprocess.Popen(
-            inside,
-            stdin=subprocess.DEVNULL,
-            stdout=self.log(component).open("w"),
-            stderr=subprocess.STDOUT,
-            env={**os.environ, **nodebins.environment(), **(env or {})},
-            preexec_fn=_join(self.procs),
-        )
+        with self.log(component).open("w") as log:
+            proc = subprocess.Popen(
+                inside,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **nodebins.environment(), **(env or {})},
+                preexec_fn=_join(self.procs),
+            )
         self.pids[component] = proc.pid
         return proc.pid
 
