@@ -92,3 +92,19 @@ def test_the_charts_router_discovers_engine_pods_through_the_api_server(
     (pod,) = status["items"]
     assert pod["status"]["containerStatuses"][0]["restartCount"] == 0
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+
+
+def test_without_the_charts_role_binding_the_api_server_refuses_discovery(
+    kube, real_cluster, namespace, render_umbrella
+) -> None:
+    """The other half of "RBAC as rendered": the chart's RoleBinding is what lets discovery list pods."""
+    ns = namespace("router-norbac")
+    objects = render_umbrella(ns, ROUTER_TEMPLATES, {"router": real_cluster.images["router"]})
+    objects = [o for o in objects if o["kind"] != "RoleBinding"]
+    deployment = next(o for o in objects if o["kind"] == "Deployment")
+    account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
+    kube.kubectl(
+        "apply", "-n", ns, "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
+    )
+    log = _log_until(kube, ns, f"deployment/{deployment['metadata']['name']}", "pods is forbidden")
+    assert f'User "system:serviceaccount:{ns}:{account}"' in log
