@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/.tools/bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: venv tools cluster-tools engine hyperpod-sdk check test lint generate publish clean
+.PHONY: venv tools cluster-tools node-tools engine hyperpod-sdk check test lint generate publish clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -20,6 +20,11 @@ tools: venv
 
 cluster-tools: venv
 	PYTHON=$(PY) bash toolchain/install.sh cluster
+
+## the real node too: kubelet, kube-proxy, CoreDNS (Go module proxy); containerd, runc, CNI plugins,
+## iptables, mmdebstrap (Debian packages unpacked into the cache, nothing installed system-wide)
+node-tools: venv
+	PYTHON=$(PY) bash toolchain/install.sh node
 
 ## the real-engine rig (vLLM CPU build + vllm-router) in its own venv, .venv-engine/
 engine:
@@ -50,7 +55,7 @@ lint: tools
 	$(VENV)/bin/kvtier lint --ct
 
 ## every test kind: unit, charts, cluster, engine
-test: cluster-tools engine hyperpod-sdk lint
+test: node-tools engine hyperpod-sdk lint
 	$(VENV)/bin/pytest tests
 
 clean:

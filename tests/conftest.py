@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-KINDS = ("unit", "charts", "cluster", "engine")
+KINDS = ("unit", "charts", "cluster", "node", "engine")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

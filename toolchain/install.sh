@@ -7,6 +7,8 @@
 #   toolchain/install.sh            helm3 helm4 helm-unittest ct registry helm-docs (+ yamllint, yamale)
 #   toolchain/install.sh cluster    also kube-apiserver, kube-controller-manager, kube-scheduler,
 #                                   kubectl, etcd, kwok, kwokctl
+#   toolchain/install.sh node       also the real node: kubelet, kube-proxy, coredns (Go module
+#                                   proxy) and containerd, runc, CNI plugins (Debian packages)
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -141,15 +143,37 @@ install_cluster_tools() {
     stamp+=" -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
     stamp+=" -X $pkg.gitTreeState=clean"
   done
-  for c in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+  local commands=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+  # The real node's kubelet and kube-proxy come from the same module with the same recipe.
+  if [[ ${1:-} == node ]]; then commands+=(kubelet kube-proxy); fi
+  for c in "${commands[@]}"; do
     build "$c" "$KUBERNETES_VERSION" "k8s.io/kubernetes@$KUBERNETES_VERSION" "k8s.io/kubernetes/cmd/$c" \
       "$stamp" "${replaces[@]}"
   done
+}
+
+install_node_tools() {
+  # The pods' sandbox program is this repository's own (toolchain/node/pause), cached by its source hash.
+  local pause_dir="$root/toolchain/node/pause" pause_hash
+  pause_hash=$(cat "$pause_dir/go.mod" "$pause_dir/main.go" | sha256sum | cut -c1-8)
+  if [[ ! -x $cache/bin/pause-$pause_hash ]]; then
+    log "building pause ($pause_hash)"
+    (cd "$pause_dir" && go build -trimpath -ldflags "-s -w" -o "$cache/bin/pause-$pause_hash.tmp" .)
+    mv "$cache/bin/pause-$pause_hash.tmp" "$cache/bin/pause-$pause_hash"
+  fi
+  build coredns "$COREDNS_VERSION" "github.com/coredns/coredns@$COREDNS_VERSION" github.com/coredns/coredns \
+    "-X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION"
+  # containerd, runc, the CNI plugins and the image tools come as Debian packages: downloaded with apt
+  # (no system install) and unpacked into the cache; toolchain/debs.sh knows the list.
+  bash "$root/toolchain/debs.sh" "$cache"
 }
 
 command -v go >/dev/null || { log "Go is required (https://go.dev); none found on PATH"; exit 2; }
 install_python_tools
 install_helm_tools
 install_publish_tools
-if [[ ${1:-} == cluster ]]; then install_cluster_tools; fi
+case ${1:-} in
+  cluster) install_cluster_tools ;;
+  node) install_cluster_tools node && install_node_tools ;;
+esac
 log "ready: $(ls "$bin" | tr '\n' ' ')"

@@ -1,0 +1,165 @@
+"""Fixtures for the real-node tier: a cluster whose pods run real processes (kvtier.cluster.realnode).
+
+`real_cluster` (session) starts one cluster for the session inside its own network namespace and takes
+it down at the end; `kube` runs kubectl inside that namespace. The tier needs root, `ip`, `nsenter` and
+cgroup v1 (a machine property: skipped with the reason elsewhere), and the node programs (`make
+node-tools`; under CI a missing build fails instead of skipping).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kvtier import helm, paths
+from kvtier.cluster import nodebins, realnode
+
+START_TIMEOUT = float(os.environ.get("KVTIER_CLUSTER_TIMEOUT", "300"))
+
+
+class Kube:
+    """kubectl and Helm as clients inside the cluster's network namespace."""
+
+    def __init__(self, cluster: realnode.RealCluster) -> None:
+        self.cluster = cluster
+
+    def run(self, argv: list[str], stdin: str = "", check: bool = True, timeout: float = 180) -> str:
+        env = {**os.environ, "KUBECONFIG": str(self.cluster.kubeconfig)}
+        proc = subprocess.run(
+            self.cluster.command(argv), input=stdin, capture_output=True, text=True, env=env, timeout=timeout
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(
+                f"`{' '.join(argv)}` failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+            )
+        return proc.stdout + (proc.stderr if not check else "")
+
+    def kubectl(self, *args: str, stdin: str = "", check: bool = True) -> str:
+        return self.run([str(paths.TOOLS_BIN / "kubectl"), *args], stdin=stdin, check=check)
+
+    def helm(self, helm: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "KUBECONFIG": str(self.cluster.kubeconfig)}
+        proc = subprocess.run(
+            self.cluster.command([str(paths.TOOLS_BIN / helm), *args]),
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"`{helm} {' '.join(args)}` failed:\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+    def wait_phase(self, namespace: str, pod: str, phases: set[str], timeout: float = 120) -> str:
+        deadline = time.monotonic() + timeout
+        phase = ""
+        while time.monotonic() < deadline:
+            phase = self.kubectl("get", "pod", pod, "-n", namespace, "-o", "jsonpath={.status.phase}")
+            if phase in phases:
+                return phase
+            time.sleep(0.5)
+        described = self.kubectl("describe", "pod", pod, "-n", namespace, check=False)
+        raise AssertionError(f"pod {namespace}/{pod} still {phase!r} after {timeout:.0f}s:\n{described}")
+
+
+def machine_can_run_a_node() -> None:
+    """Skip (a property of the machine, also under CI) when the tier cannot run here at all."""
+    reasons = realnode.preconditions()
+    if reasons:
+        pytest.skip("the real-node tier cannot run on this machine: " + "; ".join(reasons))
+
+
+@pytest.fixture(scope="session")
+def node_programs(need) -> None:
+    machine_can_run_a_node()
+    absent = nodebins.missing()
+    need(not absent, f"real-node programs not built ({', '.join(absent)}): run `make node-tools`")
+
+
+SESSION_PREFIX = "node-test-"
+
+
+def _remove_abandoned() -> None:
+    """Take down clusters of test sessions that died without their teardown (killed, crashed)."""
+    root = realnode.clusters_dir()
+    for folder in sorted(root.glob(f"{SESSION_PREFIX}*")) if root.is_dir() else []:
+        pid = folder.name.removeprefix(SESSION_PREFIX)
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            realnode.down(folder.name, progress=lambda m: print(f"[real-node] {m}"))
+
+
+@pytest.fixture(scope="session")
+def real_cluster(node_programs) -> Iterator[realnode.RealCluster]:
+    _remove_abandoned()
+    name = f"{SESSION_PREFIX}{os.getpid()}"
+    cluster = realnode.up(name, timeout=START_TIMEOUT, progress=lambda m: print(f"[real-node] {m}"))
+    try:
+        yield cluster
+    finally:
+        realnode.down(name, progress=lambda m: print(f"[real-node] {m}"))
+
+
+@pytest.fixture(scope="session")
+def kube(real_cluster: realnode.RealCluster) -> Kube:
+    return Kube(real_cluster)
+
+
+@pytest.fixture(scope="session")
+def kube_client() -> type[Kube]:
+    """`kube_client(cluster)`: kubectl and Helm for a cluster a test starts itself."""
+    return Kube
+
+
+@pytest.fixture
+def namespace(kube: Kube) -> Iterator[Callable[[str], str]]:
+    """`namespace(prefix)`: a new namespace `<prefix>-<4 hex>`, deleted (not waited for) after the test."""
+    made: list[str] = []
+
+    def make(prefix: str) -> str:
+        name = re.sub(r"[^a-z0-9-]", "-", prefix.lower())[:50].strip("-") + "-" + secrets.token_hex(2)
+        kube.kubectl("create", "namespace", name)
+        made.append(name)
+        return name
+
+    yield make
+    for name in made:
+        kube.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+UMBRELLA = paths.CHARTS / "kv-tiered-inference"
+
+
+def _image_values(prefix: str, image: str) -> list[str]:
+    """--set arguments pointing `<prefix>.image` at a locally built image, never pulled."""
+    registry, rest = image.split("/", 1)
+    repository, tag = rest.rsplit(":", 1)
+    values = {"registry": registry, "repository": repository, "tag": tag, "pullPolicy": "Never"}
+    return [arg for key, value in values.items() for arg in ("--set", f"{prefix}.image.{key}={value}")]
+
+
+@pytest.fixture(scope="session")
+def render_umbrella() -> Callable[..., list[dict]]:
+    """`render_umbrella(namespace, templates, images={"router": ref}, values="cpu.yaml")`: the umbrella's
+    objects from those templates (templates/<name>.yaml), as the chart renders them for that environment,
+    with each `<key>.image` pointing at a local image."""
+
+    def render(
+        namespace: str, templates: list[str], images: dict[str, str], values: str = "cpu.yaml"
+    ) -> list[dict]:
+        helm.build_dependencies(UMBRELLA)
+        args = ["template", "kv", str(UMBRELLA), "-n", namespace, "-f", str(paths.VALUES / values)]
+        for prefix, image in images.items():
+            args += _image_values(prefix, image)
+        for template in templates:
+            args += ["--show-only", f"templates/{template}.yaml"]
+        return [doc for doc in yaml.safe_load_all(helm.run(args, check=True).stdout) if doc]
+
+    return render

@@ -1,0 +1,150 @@
+"""A real node: containers really start, their output is read back, Services resolve by DNS name,
+`helm test` pods run their script (pass and fail), and `down` leaves the machine as it was."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from pathlib import Path
+
+import pytest
+
+from kvtier.cluster import machine, netns, realconfig, realnode
+from kvtier.toolchain import versions
+
+CHART = Path(__file__).parent / "charts" / "echo-check"
+
+
+def test_node_is_ready_with_the_pinned_kubelet_and_containerd(kube) -> None:
+    node = json.loads(kube.kubectl("get", "node", realconfig.NODE_NAME, "-o", "json"))
+    ready = {c["type"]: c["status"] for c in node["status"]["conditions"]}["Ready"]
+    info = node["status"]["nodeInfo"]
+    addresses = {a["type"]: a["address"] for a in node["status"]["addresses"]}
+    assert ready == "True"
+    assert info["kubeletVersion"] == versions()["KUBERNETES_VERSION"]
+    assert info["containerRuntimeVersion"].startswith("containerd://1.")
+    assert addresses["InternalIP"] == netns.NODE_IP
+
+
+def test_a_pod_runs_and_its_log_comes_back_through_kubectl(kube, real_cluster, namespace) -> None:
+    ns = namespace("pod-log")
+    marker = secrets.token_hex(8)
+    # The output depends on the marker and on facts only a running container has (its pid, its hostname).
+    script = f"import os, socket; print('{marker}', os.getpid(), socket.gethostname())"
+    kube.kubectl(
+        "run", "printer", "-n", ns, "--restart=Never", "--image", real_cluster.images["python"],
+        "--image-pull-policy=Never", "--command", "--", "python3", "-c", script,
+    )  # fmt: skip
+    assert kube.wait_phase(ns, "printer", {"Succeeded", "Failed"}) == "Succeeded"
+    words = kube.kubectl("logs", "printer", "-n", ns).split()
+    assert words[0] == marker
+    assert words[1] == "1"  # the container's own PID namespace: python3 is its first process
+    assert words[2] == "printer"
+
+
+def test_a_failing_container_is_reported_with_its_exit_code(kube, real_cluster, namespace) -> None:
+    ns = namespace("pod-fail")
+    kube.kubectl(
+        "run", "failer", "-n", ns, "--restart=Never", "--image", real_cluster.images["python"],
+        "--image-pull-policy=Never", "--command", "--", "python3", "-c", "import sys; sys.exit(7)",
+    )  # fmt: skip
+    assert kube.wait_phase(ns, "failer", {"Succeeded", "Failed"}) == "Failed"
+    state = kube.kubectl(
+        "get",
+        "pod",
+        "failer",
+        "-n",
+        ns,
+        "-o",
+        "jsonpath={.status.containerStatuses[0].state.terminated.exitCode}",
+    )
+    assert state == "7"
+
+
+def test_a_service_is_reached_by_dns_name_from_a_pod(kube, real_cluster, namespace) -> None:
+    ns = namespace("dns")
+    marker = secrets.token_hex(8)
+    image = real_cluster.images["python"]
+    kube.kubectl(
+        "run", "web", "-n", ns, "--image", image, "--image-pull-policy=Never", "--port=8000",
+        "--labels=app=web", "--command", "--", "python3", "-c",
+        "import http.server as h\n"
+        "class A(h.BaseHTTPRequestHandler):\n"
+        "    def do_GET(self):\n"
+        f"        self.send_response(200); self.end_headers(); self.wfile.write(b'{marker}')\n"
+        "h.HTTPServer(('', 8000), A).serve_forever()\n",
+    )  # fmt: skip
+    kube.kubectl("expose", "pod", "web", "-n", ns, "--port=80", "--target-port=8000")
+    kube.kubectl("wait", "--for=condition=Ready", "pod/web", "-n", ns, "--timeout=120s")
+    url = f"http://web.{ns}.svc.{realconfig.CLUSTER_DOMAIN}/"
+    fetch = (
+        "import socket, urllib.request\n"
+        f"print(socket.gethostbyname('web.{ns}.svc.{realconfig.CLUSTER_DOMAIN}'))\n"
+        f"print(urllib.request.urlopen('{url}', timeout=10).read().decode())\n"
+    )
+    kube.kubectl(
+        "run", "client", "-n", ns, "--restart=Never", "--image", image, "--image-pull-policy=Never",
+        "--command", "--", "python3", "-c", fetch,
+    )  # fmt: skip
+    phase = kube.wait_phase(ns, "client", {"Succeeded", "Failed"})
+    log = kube.kubectl("logs", "client", "-n", ns).split()
+    assert phase == "Succeeded", log
+    cluster_ip = kube.kubectl("get", "service", "web", "-n", ns, "-o", "jsonpath={.spec.clusterIP}")
+    assert log == [cluster_ip, marker]
+
+
+@pytest.mark.parametrize("helm", ["helm3", "helm4"])
+def test_helm_test_runs_the_chart_test_pod_for_real(kube, real_cluster, namespace, helm) -> None:
+    ns = namespace(f"echo-{helm}")
+    image = f"image={real_cluster.images['python']}"
+    kube.helm(helm, "install", "echo", str(CHART), "-n", ns, "--set", image, "--wait", "--timeout", "120s")
+    passed = kube.helm(helm, "test", "echo", "-n", ns, "--logs", "--timeout", "120s")
+    assert "answered 'hello from a real pod' as expected" in passed.stdout
+    # The pod's own log, read back through the API server from the kubelet.
+    log = kube.kubectl("logs", "echo-test-answer", "-n", ns)
+    assert f"http://echo-server.{ns}.svc.cluster.local/index.html answered" in log
+
+    # A deliberately wrong value: the test pod's script must fail, with its own message.
+    kube.helm(
+        helm,
+        "upgrade",
+        "echo",
+        str(CHART),
+        "-n",
+        ns,
+        "--set",
+        image,
+        "--set",
+        "expected=something else",
+        "--wait",
+    )
+    failed = kube.helm(helm, "test", "echo", "-n", ns, "--logs", "--timeout", "120s", check=False)
+    assert failed.returncode != 0
+    message = "answered 'hello from a real pod', expected 'something else'"
+    assert message in kube.kubectl("logs", "echo-test-answer", "-n", ns)
+    phase = kube.kubectl("get", "pod", "echo-test-answer", "-n", ns, "-o", "jsonpath={.status.phase}")
+    assert phase == "Failed"
+
+
+def test_down_leaves_the_machine_as_it_was(node_programs, kube_client) -> None:
+    """A second cluster of its own: up, a pod (mounts, iptables, cgroups, sysctls change), down, compare."""
+    name = f"node-down-{secrets.token_hex(2)}"
+    before = machine.snapshot()
+    cluster = realnode.up(name, progress=lambda m: None)
+    try:
+        during = machine.snapshot()
+        assert netns.name_for(name) in during["netns"]
+        assert during["cgroups"] != before["cgroups"]  # the snapshot does see what a cluster adds
+        kube = kube_client(cluster)
+        kube.kubectl(
+            "run", "p", "--image", cluster.images["python"], "--image-pull-policy=Never", "--restart=Never",
+            "--command", "--", "python3", "-c", "print('ran')",
+        )  # fmt: skip
+        assert kube.wait_phase("default", "p", {"Succeeded", "Failed"}) == "Succeeded"
+        assert kube.kubectl("logs", "p").strip() == "ran"
+    finally:
+        assert realnode.down(name, progress=lambda m: None)
+    after = machine.snapshot()
+    assert not realnode.exists(name)
+    for key in before:
+        assert after[key] == before[key], f"{key} changed by the cluster"

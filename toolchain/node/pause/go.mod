@@ -1,0 +1,3 @@
+module kvtier.local/pause
+
+go 1.26

@@ -1,0 +1,94 @@
+"""The network namespace the real-node cluster lives in: private addresses, no way out.
+
+`create` makes the namespace with loopback and one veth pair whose two ends both stay inside it; the node
+(and API server) address sits on one end, the Service range is routed to it, and nothing is routed or
+bridged to the machine's own namespace, so no packet can leave. Clients join it: a subprocess through
+`ip netns exec` (`command`), Python code in this thread through setns (`entered`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from kvtier.errors import UserError
+
+NETNS_DIR = Path("/run/netns")
+NODE_IP = "10.240.0.1"
+NODE_PREFIX = 24
+NODE_LINK, PEER_LINK = "kvt0", "kvt1"
+SERVICE_CIDR = "10.96.0.0/16"
+API_SERVICE_IP = "10.96.0.1"
+DNS_SERVICE_IP = "10.96.0.10"
+POD_CIDR = "10.244.0.0/24"
+CLONE_NEWNET = 0x40000000
+
+
+def name_for(cluster: str) -> str:
+    return f"kvtier-{cluster}"
+
+
+def exists(namespace: str) -> bool:
+    return (NETNS_DIR / namespace).exists()
+
+
+def command(namespace: str, argv: list[str]) -> list[str]:
+    """argv run inside the namespace."""
+    return ["ip", "netns", "exec", namespace, *argv]
+
+
+def _ip(*args: str) -> None:
+    proc = subprocess.run(["ip", *args], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if proc.returncode != 0:
+        raise UserError(f"`ip {' '.join(args)}` failed: {proc.stderr.strip()}")
+
+
+def create(namespace: str) -> None:
+    _ip("netns", "add", namespace)
+    _ip("-n", namespace, "link", "set", "lo", "up")
+    _ip("-n", namespace, "link", "add", NODE_LINK, "type", "veth", "peer", "name", PEER_LINK)
+    _ip("-n", namespace, "addr", "add", f"{NODE_IP}/{NODE_PREFIX}", "dev", NODE_LINK)
+    _ip("-n", namespace, "link", "set", PEER_LINK, "up")
+    _ip("-n", namespace, "link", "set", NODE_LINK, "up")
+    # Clients in the namespace dial Service addresses; kube-proxy rewrites them to pods after routing.
+    _ip("-n", namespace, "route", "add", SERVICE_CIDR, "dev", NODE_LINK)
+    # Pod -> Service -> pod on the same bridge is routed by the namespace (these sysctls are per namespace).
+    with entered(namespace):
+        Path("/proc/sys/net/ipv4/ip_forward").write_text("1\n")
+
+
+def delete(namespace: str) -> None:
+    if exists(namespace):
+        _ip("netns", "delete", namespace)
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _setns(fd: int) -> None:
+    if _libc.setns(fd, CLONE_NEWNET) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"setns(CLONE_NEWNET): {os.strerror(error)}")
+
+
+@contextmanager
+def entered(namespace: str) -> Iterator[None]:
+    """Run the block (this thread, and the processes it starts) inside the namespace; sockets opened
+    here stay in it after the block."""
+    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    try:
+        target = os.open(NETNS_DIR / namespace, os.O_RDONLY)
+    except FileNotFoundError:
+        os.close(own)
+        raise UserError(f"network namespace {namespace!r} does not exist (is the cluster up?)") from None
+    try:
+        _setns(target)
+        yield
+    finally:
+        _setns(own)
+        os.close(target)
+        os.close(own)

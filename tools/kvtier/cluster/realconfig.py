@@ -1,0 +1,266 @@
+"""Configuration files of the real-node cluster: containerd, CNI, kubelet, kube-proxy, kubeconfig, CoreDNS.
+
+Every path points into the cluster's own folder (`Layout`); every address is in the cluster's network
+namespace (kvtier.cluster.netns). The machine facts behind the settings are in DESIGN.md section 11.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from kvtier.cluster import netns
+
+NODE_NAME = "real-node"
+API_PORT = 6443
+CLUSTER_DOMAIN = "cluster.local"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where one real-node cluster keeps its files."""
+
+    root: Path
+
+    def __getattr__(self, name: str) -> Path:  # pki, logs, etcd, containerd, kubelet, cni, ...
+        return self.root / name
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.root / "kubeconfig.yaml"
+
+    @property
+    def containerd_socket(self) -> Path:
+        return self.root / "containerd" / "containerd.sock"
+
+
+def kubeconfig(layout: Layout) -> str:
+    pki = layout.pki
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "kvtier-real",
+                "cluster": {
+                    "server": f"https://{netns.NODE_IP}:{API_PORT}",
+                    "certificate-authority": str(pki / "ca.crt"),
+                },
+            }
+        ],
+        "users": [
+            {
+                "name": "admin",
+                "user": {
+                    "client-certificate": str(pki / "admin.crt"),
+                    "client-key": str(pki / "admin.key"),
+                },
+            }
+        ],
+        "contexts": [{"name": "kvtier-real", "context": {"cluster": "kvtier-real", "user": "admin"}}],
+        "current-context": "kvtier-real",
+    }
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+def containerd(layout: Layout, runc: Path, cni_bin: Path, sandbox_image: str) -> str:
+    state = layout.containerd
+    return f"""version = 2
+root = "{state / "root"}"
+state = "{state / "state"}"
+
+[grpc]
+  address = "{layout.containerd_socket}"
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{sandbox_image}"
+  # The VM drops CAP_SYS_RESOURCE: a negative oom_score_adj fails every sandbox (DESIGN.md section 11).
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        BinaryName = "{runc}"
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "{cni_bin}"
+    conf_dir = "{layout.cni / "net.d"}"
+"""
+
+
+def cni(layout: Layout) -> str:
+    bridge = {
+        "type": "bridge",
+        "bridge": "cni0",
+        "isGateway": True,
+        # Nothing may leave the namespace, so there is nothing to masquerade for.
+        "ipMasq": False,
+        "hairpinMode": True,
+        "ipam": {
+            "type": "host-local",
+            "ranges": [[{"subnet": netns.POD_CIDR}]],
+            "routes": [{"dst": "0.0.0.0/0"}],
+            "dataDir": str(layout.cni / "ipam"),
+        },
+    }
+    return json.dumps({"cniVersion": "1.0.0", "name": "kvtier", "plugins": [bridge]}, indent=2)
+
+
+def kubelet(layout: Layout, cgroup_root: str) -> str:
+    config = {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        # cgroup v1 on this VM (DESIGN.md section 11).
+        "failCgroupV1": False,
+        "cgroupDriver": "cgroupfs",
+        "cgroupRoot": cgroup_root,
+        "containerRuntimeEndpoint": f"unix://{layout.containerd_socket}",
+        "address": netns.NODE_IP,
+        "readOnlyPort": 0,
+        "healthzBindAddress": "127.0.0.1",
+        # Only the API server (the same namespace) calls the kubelet; a test cluster, so no webhook.
+        "authentication": {"anonymous": {"enabled": True}, "webhook": {"enabled": False}},
+        "authorization": {"mode": "AlwaysAllow"},
+        "clusterDNS": [netns.DNS_SERVICE_IP],
+        "clusterDomain": CLUSTER_DOMAIN,
+        "resolvConf": str(layout.root / "resolv.conf"),
+        "podLogsDir": str(layout.root / "pod-logs"),
+        "failSwapOn": False,
+        # The images exist only here (no registry): never collect them; evict only when really short.
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
+        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
+        "serializeImagePulls": False,
+        "rotateCertificates": False,
+        "staticPodPath": "",
+        "maxPods": 60,
+    }
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+def kube_proxy(layout: Layout) -> str:
+    config = {
+        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+        "kind": "KubeProxyConfiguration",
+        "clientConnection": {"kubeconfig": str(layout.kubeconfig)},
+        "hostnameOverride": NODE_NAME,
+        "mode": "iptables",
+        "clusterCIDR": netns.POD_CIDR,
+        "healthzBindAddress": "127.0.0.1:10256",
+        "metricsBindAddress": "127.0.0.1:10249",
+        # 0: leave the machine-wide conntrack table size and timeouts as they are.
+        "conntrack": {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s", "tcpCloseWaitTimeout": "0s"},
+    }
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+def coredns_manifests(image: str) -> str:
+    """CoreDNS as a Deployment behind the cluster DNS Service; no `forward`: no name outside the cluster."""
+    corefile = f""".:53 {{
+    errors
+    health :8080
+    ready :8181
+    kubernetes {CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+    }}
+    cache 30
+    loop
+}}
+"""
+    labels = {"k8s-app": "kube-dns"}
+    objects: list[dict[str, object]] = [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": "coredns", "namespace": "kube-system"},
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": "system:coredns"},
+            "rules": [
+                {
+                    "apiGroups": [""],
+                    "resources": ["endpoints", "services", "pods", "namespaces"],
+                    "verbs": ["list", "watch"],
+                },
+                {
+                    "apiGroups": ["discovery.k8s.io"],
+                    "resources": ["endpointslices"],
+                    "verbs": ["list", "watch"],
+                },
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "system:coredns"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "system:coredns",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "coredns", "namespace": "kube-system"}],
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "coredns", "namespace": "kube-system"},
+            "data": {"Corefile": corefile},
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "coredns", "namespace": "kube-system", "labels": labels},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "serviceAccountName": "coredns",
+                        "dnsPolicy": "Default",
+                        "containers": [
+                            {
+                                "name": "coredns",
+                                "image": image,
+                                "imagePullPolicy": "Never",
+                                "args": ["-conf", "/etc/coredns/Corefile"],
+                                "ports": [
+                                    {"name": "dns", "containerPort": 53, "protocol": "UDP"},
+                                    {"name": "dns-tcp", "containerPort": 53, "protocol": "TCP"},
+                                ],
+                                "readinessProbe": {
+                                    "httpGet": {"path": "/ready", "port": 8181},
+                                    "periodSeconds": 2,
+                                },
+                                "livenessProbe": {"httpGet": {"path": "/health", "port": 8080}},
+                                "volumeMounts": [{"name": "config", "mountPath": "/etc/coredns"}],
+                            }
+                        ],
+                        "volumes": [{"name": "config", "configMap": {"name": "coredns"}}],
+                    },
+                },
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "kube-dns", "namespace": "kube-system", "labels": labels},
+            "spec": {
+                "clusterIP": netns.DNS_SERVICE_IP,
+                "selector": labels,
+                "ports": [
+                    {"name": "dns", "port": 53, "protocol": "UDP"},
+                    {"name": "dns-tcp", "port": 53, "protocol": "TCP"},
+                ],
+            },
+        },
+    ]
+    return "---\n".join(yaml.safe_dump(item, sort_keys=False) for item in objects)
