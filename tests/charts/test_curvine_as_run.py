@@ -21,7 +21,12 @@ from render import find, helm_bin, render, render_docs
 from kvtier import helm, paths
 
 UMBRELLA = paths.CHARTS / "kv-tiered-inference"
-ENVS = sorted(paths.VALUES.glob("*.yaml"))
+# Environments that run Curvine (values/cpu.yaml brings its own RWX claim instead).
+ENVS = [
+    e
+    for e in sorted(paths.VALUES.glob("*.yaml"))
+    if ((yaml.safe_load(e.read_text()) or {}).get("curvine") or {}).get("enabled", True)
+]
 CONF = "/opt/curvine/conf/curvine-cluster.toml"
 
 

@@ -168,6 +168,24 @@ def _provide_storage(helm: Helm, chart: Path, release: str, values: Path, rest: 
     rendered = _render(helm, chart, release, values, rest)
     for storage_class, claims in claim_refs(rendered, helm.namespace).items():
         static_pvs(release, storage_class, len(claims), claims=claims)
+    # An environment that brings its own RWX claim (values/cpu.yaml): the user's claim, made here as a user
+    # would, bound to a static PV.
+    l2 = effective_values(values)["cache"]["l2"]
+    existing = l2["claim"].get("existingClaim") if l2.get("enabled") else ""
+    claims_now = rest.get(f"/api/v1/namespaces/{helm.namespace}/persistentvolumeclaims")["items"]
+    if existing and existing not in {c["metadata"]["name"] for c in claims_now}:
+        claim = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": existing},
+            "spec": {
+                "accessModes": ["ReadWriteMany"],
+                "storageClassName": "",
+                "resources": {"requests": {"storage": l2["claim"]["size"]}},
+            },
+        }
+        rest.post(f"/api/v1/namespaces/{helm.namespace}/persistentvolumeclaims", claim)
+        static_pvs(release, "", 1, claims=[(helm.namespace, existing)])
 
 
 def _wait_no_orphans(rest: Rest, release: str, namespace: str, timeout: float = 120) -> list[str]:
@@ -337,7 +355,11 @@ def _wait_allowed(rest: Rest, user: str, namespace: str, daemonset: str, timeout
         time.sleep(0.5)
 
 
-@pytest.mark.parametrize("env", ENVS, ids=[e.stem for e in ENVS])
+# Environments that run Curvine (values/cpu.yaml brings its own RWX claim instead).
+CURVINE_ENVS = [e for e in ENVS if effective_values(e)["curvine"].get("enabled", True)]
+
+
+@pytest.mark.parametrize("env", CURVINE_ENVS, ids=[e.stem for e in CURVINE_ENVS])
 def test_workers_check_reads_what_was_scheduled(
     env: Path,
     chart_now: Path,
