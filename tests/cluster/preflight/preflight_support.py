@@ -14,7 +14,15 @@ from kvtier.preflight.model import Result
 
 ENVS = {p: yaml.safe_load(p.read_text()) for p in sorted(paths.VALUES.glob("*.yaml"))}
 HYPERPOD = next((p for p, v in ENVS.items() if v.get("target") == "hyperpod"), None)
-STANDALONE = next((p for p, v in ENVS.items() if v.get("target", "standalone") == "standalone"), None)
+# The GPU-shaped standalone environment with Curvine (values/cpu.yaml has neither GPUs nor Curvine).
+STANDALONE = next(
+    (
+        p
+        for p, v in ENVS.items()
+        if v.get("target", "standalone") == "standalone" and (v.get("curvine") or {}).get("enabled", True)
+    ),
+    None,
+)
 RELEASE = "pf"
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
