@@ -77,10 +77,16 @@ def test_a_service_is_reached_by_dns_name_from_a_pod(kube, real_cluster, namespa
     kube.kubectl("expose", "pod", "web", "-n", ns, "--port=80", "--target-port=8000")
     kube.kubectl("wait", "--for=condition=Ready", "pod/web", "-n", ns, "--timeout=120s")
     url = f"http://web.{ns}.svc.{realconfig.CLUSTER_DOMAIN}/"
+    # kube-proxy programs the Service a moment after the pod turns Ready: retry refused connections.
     fetch = (
-        "import socket, urllib.request\n"
+        "import socket, time, urllib.error, urllib.request\n"
         f"print(socket.gethostbyname('web.{ns}.svc.{realconfig.CLUSTER_DOMAIN}'))\n"
-        f"print(urllib.request.urlopen('{url}', timeout=10).read().decode())\n"
+        "for attempt in range(30):\n"
+        "    try:\n"
+        f"        print(urllib.request.urlopen('{url}', timeout=10).read().decode()); break\n"
+        "    except (urllib.error.URLError, ConnectionError):\n"
+        "        if attempt == 29: raise\n"
+        "        time.sleep(1)\n"
     )
     kube.kubectl(
         "run", "client", "-n", ns, "--restart=Never", "--image", image, "--image-pull-policy=Never",
