@@ -60,7 +60,8 @@ def small_fs(work: Path) -> Iterator[Path | str]:
 
 
 def chunks_in_order(pod: invariants.Pod) -> list[Path]:
-    """The stored chunk files, first chunk first (LMCache writes them in prompt order)."""
+    """The stored chunk files, most likely first chunk first (LMCache writes them in prompt order, but two
+    writes may share one mtime, so the checks below hold for either order)."""
     return sorted(pod.l2_dir.glob("*.data"), key=lambda p: p.stat().st_mtime_ns)
 
 
@@ -143,8 +144,12 @@ def test_a_damaged_second_chunk_keeps_only_the_good_prefix(
 
 
 def test_a_tmp_file_left_by_a_crashed_writer_is_invisible(outcomes: dict[str, dict[str, Any]]) -> None:
+    # Which of the two files was renamed is not known for sure (both may carry one mtime): either way the
+    # `.tmp` chunk is never seen, so the lookup stops before it (0 or 256 tokens, never 512).
     found = outcomes["crashed-writer"]["found"]
-    assert found["error"] is None and found["hit_tokens"] == 256 and found["data_ok"] is True, found
+    assert found["error"] is None and found["hit_tokens"] in (0, 256), found
+    if found["hit_tokens"]:
+        assert found["data_ok"] is True, found
 
 
 def test_a_wiped_namespace_is_a_miss(outcomes: dict[str, dict[str, Any]]) -> None:
