@@ -7,9 +7,11 @@ lmcache-cpu-copy stand-in). Runs in the engine venv (vLLM importable, so PYTHONH
 
 CASES: a JSON list; each case {"action": "store"|"lookup", "config": path of lmcache.yaml, "model_arg",
 "served_model_name", "world_size", "worker_id", "dtype", "layers", "kv_heads", "head_size", "tokens": [...],
-"kv_seed", "fault": optional "delete_after_lookup"} runs on a fresh engine (its own L1), one after another
-in this process (one PYTHONHASHSEED).
-`store` writes the chunks of `tokens` (KV drawn from kv_seed) and waits until L2 holds them; `lookup` asks
+"kv_seed", "fault": optional "delete_after_lookup", "skip_prefix": optional n, a multiple of the chunk
+size: store only past the first n tokens, as vLLM does past a prefix it already stored} runs on a fresh
+engine (its own L1), one after another in this process (one PYTHONHASHSEED).
+`store` writes the chunks of `tokens` (KV drawn from kv_seed) and waits until each chunk's L2 write has
+landed or failed ("stored_files", "failed_puts"); `lookup` asks
 how many leading tokens LMCache would serve, retrieves them and compares with the KV kv_seed gives. Prints
 one JSON line per case: {"hit_tokens", "retrieved_tokens", "data_ok", "lookup_after", "error"}.
 """
@@ -67,6 +69,27 @@ def l2_dir(config: LMCacheEngineConfig) -> Path:
     return Path(str(config.remote_url).removeprefix("fs://localhost:0"))
 
 
+def failed_puts(engine: Any) -> int:
+    """How many L2 writes LMCache's remote backends have given up on (each failed chunk counts once)."""
+    backends = engine.storage_manager.storage_backends.values()
+    return sum(getattr(backend, "_put_failed_count", 0) for backend in backends)
+
+
+def wait_for_puts(
+    engine: Any, config: LMCacheEngineConfig, before: tuple[int, int], chunks: int
+) -> tuple[int, int]:
+    """Wait (60 s at most) until each of `chunks` asynchronous L2 writes has landed as a chunk file or failed;
+    how many landed and how many failed. `before`: chunk files and failed writes before the store."""
+    files_before, failed_before = before
+    deadline = time.monotonic() + 60
+    while True:
+        landed = len(list(l2_dir(config).glob("*.data"))) - files_before
+        failed = failed_puts(engine) - failed_before
+        if landed + failed >= chunks or time.monotonic() > deadline:
+            return landed, failed
+        time.sleep(0.1)
+
+
 def run_case(request: dict[str, Any]) -> dict[str, Any]:
     action = request["action"]
     config = LMCacheEngineConfig.from_file(request["config"])
@@ -76,13 +99,14 @@ def run_case(request: dict[str, Any]) -> dict[str, Any]:
     result: dict[str, Any] = {"hit_tokens": 0, "retrieved_tokens": 0, "data_ok": None, "error": None}
     try:
         if action == "store":
-            before = len(list(l2_dir(config).glob("*.data")))
-            engine.store(tokens, kvcaches=paged_kv(request, len(tokens), fill=True), slot_mapping=slots)
-            expected = before + len(tokens) // config.chunk_size
-            deadline = time.monotonic() + 60
-            while len(list(l2_dir(config).glob("*.data"))) < expected and time.monotonic() < deadline:
-                time.sleep(0.1)
-            result["stored_files"] = len(list(l2_dir(config).glob("*.data"))) - before
+            skip = int(request.get("skip_prefix", 0))
+            mask = torch.arange(len(tokens)) >= skip if skip else None
+            before = len(list(l2_dir(config).glob("*.data"))), failed_puts(engine)
+            engine.store(
+                tokens, mask=mask, kvcaches=paged_kv(request, len(tokens), fill=True), slot_mapping=slots
+            )
+            landed, failed = wait_for_puts(engine, config, before, (len(tokens) - skip) // config.chunk_size)
+            result["stored_files"], result["failed_puts"] = landed, failed
         else:
             hit = int(engine.lookup(tokens))
             result["hit_tokens"] = hit
