@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ import yaml
 
 from kvtier import helm, paths
 from kvtier.cluster import hyperpod as hyperpod_crds
+from kvtier.hyperpod_patch import by_endpoint
 from kvtier.upstream import hyperpod_crd, hyperpod_fields, hyperpod_sdk
 
 CHART = paths.CHARTS / "kv-tiered-inference"
@@ -334,22 +336,27 @@ def test_kyverno_refuses_multiprocess(render) -> None:
     assert each["preconditions"]["all"][0]["value"] == "{{ request.object.metadata.name }}"
 
 
-def rendered_l2_adapter(docs: list[dict[str, Any]]) -> str:
-    """The --l2-adapter JSON the MultiProcess patch appends, read back from its CEL string literal."""
+def rendered_l2_adapters(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The --l2-adapter JSON the MultiProcess patch appends, per endpoint."""
     (policy,) = kinds(docs, "MutatingAdmissionPolicy")
     (expression,) = [
         m["jsonPatch"]["expression"] for m in policy["spec"]["mutations"] if "l2-adapter" in str(m)
     ]
-    literal = expression.split('value: ["--l2-adapter", ', 1)[1].split("]}]", 1)[0]
-    return json.loads(literal)  # a CEL double-quoted literal with JSON escapes is a JSON string
+    assert 'value: ["--l2-adapter", variables.adapter]' in expression
+    return {name: json.loads(arg) for name, arg in by_endpoint(policy, "adapter").items()}
 
 
 def test_multiprocess_l2_adapter_is_lmcaches_filesystem_adapter(render) -> None:
-    """The argument the sidecar gets: LMCache 0.5's `fs` L2 adapter (FSL2AdapterConfig.from_dict takes
-    `type` and a non-empty `base_path`) on the L2 mount. LMCache's own parser imports torch, which the
-    toolkit's venv does not have, so the keys are checked here, not parsed by LMCache."""
+    """The argument the sidecar gets: LMCache 0.5's `fs` L2 adapter on the endpoint's namespace under the L2
+    mount, the directory its InProcess LMCACHE_REMOTE_URL would name (tests/engine/test_hyperpod_adapter.py
+    parses it with LMCache's own argument parser)."""
     docs = render("--set", f"hyperpod.patch.apiVersion={MAP_V1}", *V37["multiprocess"][0])
-    assert json.loads(rendered_l2_adapter(docs)) == {"type": "fs", "base_path": "/mnt/curvine/l2cache"}
+    (adapter,) = rendered_l2_adapters(docs).values()
+    assert adapter["type"] == "fs" and set(adapter) == {"type", "base_path"}
+    assert re.fullmatch(r"/mnt/curvine/l2cache/qwen2-7b\.[0-9a-f]{12}", adapter["base_path"]), adapter
+    (policy,) = kinds(docs, "MutatingAdmissionPolicy")
+    (url,) = by_endpoint(policy, "l2url").values()
+    assert url == f"fs://localhost:0{adapter['base_path']}/"
     custom = render(
         "--set",
         f"hyperpod.patch.apiVersion={MAP_V1}",
@@ -357,7 +364,8 @@ def test_multiprocess_l2_adapter_is_lmcaches_filesystem_adapter(render) -> None:
         "--set",
         "cache.l2.mountPath=/data/l2",
     )
-    assert json.loads(rendered_l2_adapter(custom))["base_path"] == "/data/l2"
+    (adapter,) = rendered_l2_adapters(custom).values()
+    assert adapter["base_path"].startswith("/data/l2/qwen2-7b.")
     inprocess = render("--set", f"hyperpod.patch.apiVersion={MAP_V1}")
     (policy,) = kinds(inprocess, "MutatingAdmissionPolicy")
     assert "l2-adapter" not in json.dumps(policy)
@@ -410,3 +418,54 @@ def test_every_operator_version_renders_the_reference_environment(render, crd_sc
     )
     (endpoint,) = kinds(docs, "InferenceEndpointConfig")
     assert errors(schema_of(hyperpod_crd.crd(hyperpod_fields.KIND, version)), endpoint) == []
+
+
+def two_endpoints(second: dict[str, Any] | None = None) -> list[str]:
+    """--set-json for the environment's model plus a second endpoint (`second` overrides its fields)."""
+    first = yaml.safe_load(ENV.read_text())["models"][0]
+    other = {**first, "name": "llama", "model": "meta-llama/Llama-3.1-8B-Instruct", **(second or {})}
+    return ["--set-json", f"models={json.dumps([first, other])}"]
+
+
+def l2_urls_of_both_mechanisms(render, *args: str) -> tuple[dict[str, str], dict[str, str]]:
+    """Each endpoint's LMCACHE_REMOTE_URL as the MutatingAdmissionPolicy and as the Kyverno Policy set it."""
+    (policy,) = kinds(
+        render("--set", f"hyperpod.patch.apiVersion={MAP_V1}", *args), "MutatingAdmissionPolicy"
+    )
+    (kyverno,) = kinds(render("--set", "hyperpod.patch.mechanism=kyverno", *args), "Policy")
+    by_rule = {}
+    for rule in kyverno["spec"]["rules"]:
+        (name,) = rule["match"]["any"][0]["resources"]["names"]
+        (container,) = rule["mutate"]["foreach"][0]["patchStrategicMerge"]["spec"]["template"]["spec"][
+            "containers"
+        ]
+        by_rule[name] = next(e["value"] for e in container["env"] if e["name"] == "LMCACHE_REMOTE_URL")
+    return by_endpoint(policy, "l2url"), by_rule
+
+
+def test_each_endpoint_gets_its_own_l2_namespace_on_both_mechanisms(render) -> None:
+    """Every endpoint's model argument is /opt/ml/model, so LMCache's chunk key cannot tell two endpoints'
+    models apart: the patch gives each its own directory, the same on either mechanism."""
+    mapped, kyverno = l2_urls_of_both_mechanisms(render, *two_endpoints())
+    assert mapped == kyverno and sorted(mapped) == ["llama", "qwen2-7b"]
+    assert len(set(mapped.values())) == 2, mapped
+    for name, url in mapped.items():
+        assert re.fullmatch(rf"fs://localhost:0/mnt/curvine/l2cache/{name}\.[0-9a-f]{{12}}/", url), url
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"dtype": "bfloat16"},
+        {"gpusPerReplica": 2},
+        {"model": "meta-llama/Llama-3.2-3B-Instruct"},
+        {"source": {"huggingface": {"revision": "b" * 40}}},
+        {"source": {"s3": {"bucket": "models", "region": "us-west-2", "path": "llama-v2"}}},
+    ],
+)
+def test_what_changes_an_endpoints_kv_moves_only_its_namespace(render, change: dict[str, Any]) -> None:
+    before, _ = l2_urls_of_both_mechanisms(render, *two_endpoints())
+    after, kyverno = l2_urls_of_both_mechanisms(render, *two_endpoints(change))
+    assert after == kyverno
+    assert after["qwen2-7b"] == before["qwen2-7b"]
+    assert after["llama"] != before["llama"]

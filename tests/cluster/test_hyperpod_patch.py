@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,8 +31,7 @@ ENV = paths.VALUES / "hyperpod-g6e-4xlarge.yaml"
 OPERATOR = "system:serviceaccount:hyperpod-inference-system:hyperpod-inference-operator-controller-manager"
 ENDPOINT = "qwen2-7b"  # the model name in ENV, hence the endpoint's and the Deployment's name
 MOUNT = "/mnt/curvine/l2cache"
-PATCH_ENV = {
-    "LMCACHE_REMOTE_URL": f"fs://localhost:0{MOUNT}/",
+PATCH_ENV = {  # alike for every endpoint; LMCACHE_REMOTE_URL names each endpoint's own L2 namespace
     "LMCACHE_REMOTE_SERDE": "naive",
     "LMCACHE_CHUNK_SIZE": "256",
     "PYTHONHASHSEED": "0",
@@ -46,7 +46,19 @@ SIDECAR = "lmcache-server"  # hyperpod.lmcache.serverContainerName's default
 MULTIPROCESS = ("--set", "hyperpod.lmcache.mode=MultiProcess")
 TOLERATIONS = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 SERVER_ARGS = ["--port", "6555"]  # what the operator may pass its LMCache server (unknown: closed source)
-L2_ADAPTER = json.dumps({"base_path": MOUNT, "type": "fs"}, separators=(",", ":"))  # LMCache's fs L2 adapter
+
+
+def l2_url_of(deployment: dict[str, Any], cache: str) -> str | None:
+    """The endpoint's LMCACHE_REMOTE_URL if it is one of the patch's: the L2 mount's `<endpoint>.<12 hex>`."""
+    url = env_of(container(deployment, cache)).get("LMCACHE_REMOTE_URL", {}).get("value", "")
+    name = re.escape(deployment["metadata"]["name"])
+    return url if re.fullmatch(rf"fs://localhost:0{MOUNT}/{name}\.[0-9a-f]{{12}}/", url) else None
+
+
+def l2_adapter_for(url: str) -> str:
+    """The --l2-adapter JSON (LMCache's fs L2 adapter) on the directory `url` names, as the chart has it."""
+    path = url.removeprefix("fs://localhost:0").rstrip("/")
+    return json.dumps({"base_path": path, "type": "fs"}, separators=(",", ":"))
 
 
 def operator_deployment(name: str, vllm_index: int = 0, multiprocess: bool = False) -> dict[str, Any]:
@@ -195,8 +207,7 @@ def env_of(found: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def is_patched(deployment: dict[str, Any], cache: str = ENDPOINT) -> bool:
-    url = env_of(container(deployment, cache)).get("LMCACHE_REMOTE_URL", {}).get("value")
-    return url == PATCH_ENV["LMCACHE_REMOTE_URL"]
+    return l2_url_of(deployment, cache) is not None
 
 
 def wait_for_policy(cluster: Cluster, namespace: str, multiprocess: bool = False) -> None:
@@ -222,8 +233,10 @@ def assert_fully_patched(deployment: dict[str, Any], multiprocess: bool = False)
         assert vllm["env"] == [{"name": "LMCACHE_MP_SERVER", "value": "tcp://localhost:6555"}]
         assert vllm["volumeMounts"] == [{"name": "model-weights", "mountPath": "/opt/ml/model"}]
     cache = container(deployment, SIDECAR if multiprocess else ENDPOINT)
+    url = l2_url_of(deployment, cache["name"])
+    assert url, env_of(cache).get("LMCACHE_REMOTE_URL")
     if multiprocess:  # LMCache's server takes its L2 from --l2-adapter, appended once
-        assert cache["args"] == [*SERVER_ARGS, "--l2-adapter", L2_ADAPTER]
+        assert cache["args"] == [*SERVER_ARGS, "--l2-adapter", l2_adapter_for(url)]
     else:
         assert "--l2-adapter" not in cache["args"]
     mounts = {(m["name"], m["mountPath"]) for m in cache["volumeMounts"]}
@@ -352,7 +365,22 @@ def test_multiprocess_patches_the_lmcache_server_sidecar_idempotently(
     bare = operator_deployment(ENDPOINT, multiprocess=True)
     container(bare, SIDECAR).pop("args")
     stored = cluster.create(namespace, bare, dry_run=True)
-    assert container(stored, SIDECAR)["args"] == ["--l2-adapter", L2_ADAPTER]
+    adapter = l2_adapter_for(l2_url_of(stored, SIDECAR) or "")
+    assert container(stored, SIDECAR)["args"] == ["--l2-adapter", adapter]
+    # An --l2-adapter of ours for another namespace (from before an upgrade changed the endpoint's KV):
+    # rewritten in place, not kept next to the new one; someone else's adapter is left alone.
+    stale = operator_deployment(ENDPOINT, multiprocess=True)
+    foreign = json.dumps({"type": "fs", "base_path": "/elsewhere"})
+    old = json.dumps({"base_path": f"{MOUNT}/{ENDPOINT}.000000000000", "type": "fs"}, separators=(",", ":"))
+    container(stale, SIDECAR)["args"] = ["--l2-adapter", foreign, "--l2-adapter", old, *SERVER_ARGS]
+    stored = cluster.create(namespace, stale, dry_run=True)
+    assert container(stored, SIDECAR)["args"] == [
+        "--l2-adapter",
+        foreign,
+        "--l2-adapter",
+        adapter,
+        *SERVER_ARGS,
+    ]
     assert_idempotent(cluster, namespace, multiprocess=True)
 
 
@@ -404,3 +432,21 @@ def test_deployments_outside_the_match_are_unchanged(cluster: Cluster, make_name
     # The right object, written by someone other than the operator (here the test's admin).
     by_admin = cluster.create(namespace, operator_deployment(ENDPOINT), as_operator=False, dry_run=True)
     assert_untouched(by_admin, operator_deployment(ENDPOINT), ENDPOINT)
+
+
+def test_each_endpoint_gets_its_own_l2_namespace(cluster: Cluster, make_namespace, install) -> None:
+    """Two endpoints in one release: every model argument is /opt/ml/model, so each Deployment the
+    operator writes gets its own L2 directory, never the other's."""
+    first = yaml.safe_load(ENV.read_text())["models"][0]
+    second = {**first, "name": "llama", "model": "meta-llama/Llama-3.1-8B-Instruct"}
+    models = ["--set-json", f"models={json.dumps([first, second])}"]
+    namespace = install(make_namespace("hp-patch-two", enforce="privileged"), *models)
+    cluster.grant_operator(namespace)
+    wait_for_policy(cluster, namespace)
+    urls = {}
+    for name in (ENDPOINT, "llama"):
+        cluster.create(namespace, operator_deployment(name))
+        stored = cluster.read(namespace, name)
+        urls[name] = l2_url_of(stored, name)
+        assert urls[name], container(stored, name).get("env")
+    assert urls[ENDPOINT] != urls["llama"], urls

@@ -76,11 +76,6 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
         _hyperpod("3.6", **MULTIPROCESS),
         "MultiProcess needs operator >= 3.7",
     ),
-    "hyperpod-l2-one-model": (
-        _hyperpod("3.7"),
-        _both(_hyperpod("3.7"), _second_model()),
-        "would share one L2 directory as /opt/ml/model",
-    ),
     "hyperpod-multiprocess-lmcache": (
         _hyperpod("3.7", worker={"image": {"tag": "v0.5.0"}}, **MULTIPROCESS),
         _hyperpod("3.7", worker={"image": {"tag": "v0.4.7"}}, **MULTIPROCESS),

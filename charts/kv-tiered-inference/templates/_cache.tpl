@@ -96,11 +96,6 @@ Input: dict "root" $ "model" <models[] entry>. Output: `<model name>.<12 hex>`.
 {{- printf "%s.%s" $m.name (toJson $identity | sha256sum | trunc 12) -}}
 {{- end -}}
 
-{{/* LMCache remote_url of the L2 root, without a namespace: the HyperPod patch's single env (one patch for every endpoint). */}}
-{{- define "kv-tiered-inference.l2RootUrl" -}}
-{{- printf "fs://localhost:0%s/" .Values.cache.l2.mountPath -}}
-{{- end -}}
-
 {{/*
 LMCache remote_url of one model's L2 namespace: host and port are placeholders its URL parser requires;
 LMCache's fs connector creates the directory at start. Input: dict "root" $ "model" <models[] entry>.

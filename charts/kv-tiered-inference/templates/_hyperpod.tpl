@@ -72,11 +72,28 @@ object.metadata.name
 {{- end -}}
 
 {{/*
-MultiProcess: LMCache's multi-process server (LMCache >= 0.5) takes its L2 from `--l2-adapter <JSON>`
-arguments, not from LMCACHE_* variables: the filesystem adapter on the Curvine mount, as one JSON string.
+Each endpoint's L2 namespace (l2Namespace of _cache.tpl) as a CEL expression on the Deployment the patch
+is writing: a map literal {endpoint name: value} indexed by object.metadata.name (the matchConditions
+admit only this release's endpoints). Every endpoint's model argument is /opt/ml/model, so one directory
+for all would let two models read each other's chunks. Input: dict "root" $ "value" "url"|"adapter".
+url: the LMCache remote_url; adapter: MultiProcess's `--l2-adapter` JSON (LMCache >= 0.5's server takes
+its L2 from that argument, not from LMCACHE_* variables): the filesystem adapter on the namespace.
 */}}
-{{- define "kv-tiered-inference.hyperpod.l2AdapterArg" -}}
-{{- dict "type" "fs" "base_path" (include "kv-tiered-inference.hyperpod.l2MountPath" .) | toJson -}}
+{{- define "kv-tiered-inference.hyperpod.l2ByEndpointCel" -}}
+{{- $root := .root -}}
+{{- $byEndpoint := dict -}}
+{{- range $root.Values.models -}}
+{{- $model := dict "root" $root "model" . -}}
+{{- $path := printf "%s/%s" (include "kv-tiered-inference.hyperpod.l2MountPath" $root) (include "kv-tiered-inference.l2Namespace" $model) -}}
+{{- $adapter := dict "type" "fs" "base_path" $path | toJson -}}
+{{- $_ := set $byEndpoint .name (ternary (include "kv-tiered-inference.remoteUrl" $model) $adapter (eq $.value "url")) -}}
+{{- end -}}
+{{- printf "%s[object.metadata.name]" (toJson $byEndpoint) -}}
+{{- end -}}
+
+{{/* The start of every --l2-adapter JSON the patch writes (toJson sorts keys), to find a stale one. */}}
+{{- define "kv-tiered-inference.hyperpod.l2AdapterPrefix" -}}
+{{- printf "{\"base_path\":%s" (printf "%s/" (include "kv-tiered-inference.hyperpod.l2MountPath" .) | toJson | trimSuffix "\"") -}}
 {{- end -}}
 
 {{/*
@@ -103,10 +120,12 @@ hyperpod-operator-supports and hyperpod-multiprocess-lmcache say the same before
 {{- if and (eq .Values.target "hyperpod") .Values.cache.l2.enabled -}}true{{- end -}}
 {{- end -}}
 
-{{/* The environment the patch sets on the vLLM container, as a JSON list of {name, value}. */}}
+{{/*
+The environment the patch sets on the cache container alike for every endpoint, as a JSON list of
+{name, value}; LMCACHE_REMOTE_URL, per endpoint, is set next to it (l2ByEndpointCel).
+*/}}
 {{- define "kv-tiered-inference.hyperpod.patchEnv" -}}
 {{- $env := list
-  (dict "name" "LMCACHE_REMOTE_URL" "value" (include "kv-tiered-inference.l2RootUrl" .))
   (dict "name" "LMCACHE_REMOTE_SERDE" "value" "naive")
   (dict "name" "LMCACHE_CHUNK_SIZE" "value" (toString .Values.cache.chunkSize))
   (dict "name" "LMCACHE_PRE_CACHING_HASH_ALGORITHM" "value" (toString .Values.cache.hashAlgorithm))
@@ -116,7 +135,7 @@ hyperpod-operator-supports and hyperpod-multiprocess-lmcache say the same before
 
 {{/* Names the patch owns in the container's env: those it sets plus those it removes (JSON list). */}}
 {{- define "kv-tiered-inference.hyperpod.managedEnvNames" -}}
-{{- $names := list -}}
+{{- $names := list "LMCACHE_REMOTE_URL" -}}
 {{- range (include "kv-tiered-inference.hyperpod.patchEnv" . | fromJsonArray) -}}
 {{- $names = append $names .name -}}
 {{- end -}}

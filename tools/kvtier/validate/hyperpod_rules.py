@@ -69,25 +69,3 @@ def multiprocess_lmcache(ctx: ValuesContext) -> Iterator[Hit]:
             f"hyperpod.worker.image.tag {tag} is LMCache < {least}, which MultiProcess mode needs",
             ("hyperpod", "worker", "image", "tag"),
         )
-
-
-@rule(
-    "hyperpod-l2-one-model",
-    reason="on HyperPod every endpoint's model argument is the same mount path (/opt/ml/model) and the L2 "
-    "patch points every endpoint of a release at one L2 directory: LMCache keys chunks on the model "
-    "argument, TP and dtype only, so two models alike in those read each other's KV "
-    "(upstream/lmcache_key.py)",
-    remedy="serve one model per release when cache.l2 is on (each release gets its own L2 claim), or turn "
-    "cache.l2 off for this release",
-)
-def hyperpod_l2_one_model(ctx: ValuesContext) -> Iterator[Hit]:
-    if lookup(ctx.values, "target") != "hyperpod" or not lookup(
-        ctx.values, "cache", "l2", "enabled", default=True
-    ):
-        return
-    models = lookup(ctx.values, "models", default=[]) or []
-    if len(models) > 1:
-        names = ", ".join(str(m.get("name")) for m in models if isinstance(m, dict))
-        yield Hit(
-            f"{len(models)} models ({names}) would share one L2 directory as /opt/ml/model", ("models",)
-        )
