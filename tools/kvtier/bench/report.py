@@ -126,3 +126,50 @@ def plot(path: Path, rows: Sequence[dict[str, Any]], title: str) -> None:
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
+
+
+def tiers_table(result: dict[str, Any]) -> Table:
+    """The tiered rig's steps (kvtier.engine_rig.tiers.measure_tiers): median TTFT, ratio to cold, hits."""
+    title = (
+        f"L0/L1/L2 on the CPU rig: {result['prompt_tokens']}-token prompt, chunk {result['chunk_size']}, "
+        f"{len(result['rounds'])} round(s)"
+    )
+    out = Table(title=title)
+    for name in ("step", "TTFT (median)", "vs cold", "connector hit tokens"):
+        out.add_column(name, justify="left" if name == "step" else "right")
+    cold = result["table"][0]["ttft_ms"]
+    for row in result["table"]:
+        out.add_row(
+            row["step"], f"{row['ttft_ms']:.0f} ms", f"{row['ttft_ms'] / cold:.2f}x", str(row["hit_tokens"])
+        )
+    return out
+
+
+def plot_tiers(path: Path, result: dict[str, Any]) -> None:
+    """One bar per step of the tiered rig (median TTFT, min-max over the rounds), labelled with hit tokens."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+
+    steps = [row["step"] for row in result["table"]]
+    rounds = result["rounds"]
+    medians = [row["ttft_ms"] for row in result["table"]]
+    low = [m - min(r[i]["ttft_ms"] for r in rounds) for i, m in enumerate(medians)]
+    high = [max(r[i]["ttft_ms"] for r in rounds) - m for i, m in enumerate(medians)]
+    figure, axes = plt.subplots(figsize=(8, 4.5))
+    bars = axes.barh(steps, medians, xerr=[low, high], capsize=3, color="#4c72b0")
+    for bar, row in zip(bars, result["table"], strict=True):
+        axes.annotate(
+            f" {row['hit_tokens']} hit tokens",
+            (bar.get_width(), bar.get_y() + bar.get_height() / 2),
+            va="center",
+            fontsize=8,
+        )
+    axes.invert_yaxis()  # steps top to bottom in the order they ran
+    axes.set_xlabel("TTFT (ms, median; bars min-max over rounds)")
+    axes.set_title(f"L0/L1/L2 on the CPU rig ({result['prompt_tokens']} tokens)")
+    axes.grid(True, axis="x", alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -12,6 +13,8 @@ from rich.console import Console
 from kvtier import exitcodes
 from kvtier.bench import methodology, report
 from kvtier.bench import run as bench_run
+from kvtier.engine_rig import tiers
+from kvtier.engine_rig.errors import RigError
 from kvtier.errors import UserError
 from kvtier.podscripts import kvcheck
 from kvtier.smoke import reach
@@ -38,6 +41,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     urls.add_argument("--router-url", help="router URL (multi-turn and concurrency go through it)")
     urls.add_argument("--replica-url", action="append", default=[], help="a replica URL (give two: A, B)")
     reach.add_cluster_arguments(parser)
+    rig = parser.add_argument_group("on this machine (CPU, no cluster)")
+    rig.add_argument(
+        "--rig",
+        action="store_true",
+        help="start two vLLM CPU replicas from values/cpu.yaml's rendered container (engine venv: "
+        "make engine) and measure cold, L0, cross-replica L2 and recompute side by side",
+    )
+    rig.add_argument("--words", type=int, default=2000, help="--rig: words per prompt (about one token each)")
     parser.add_argument("--model", help="model name (default: the first one served)")
     parser.add_argument(
         "--lengths",
@@ -60,6 +71,8 @@ def run(args: argparse.Namespace) -> int:
     if args.repeats < 1 or args.turns < 0 or args.concurrency < 0:
         raise UserError("--repeats must be >= 1, --turns and --concurrency >= 0")
     console = Console(stderr=True)
+    if args.rig:
+        return _run_rig(args, console)
     with ExitStack() as stack:
         router, urls = _endpoints(args, stack)
         replicas = methodology.replicas_for(urls)
@@ -92,3 +105,38 @@ def _endpoints(args: argparse.Namespace, stack: ExitStack) -> tuple[str | None, 
     if not args.replica_url:
         raise UserError("give --replica-url (twice: replicas A and B) or --kubeconfig")
     return args.router_url, list(args.replica_url)
+
+
+def _run_rig(args: argparse.Namespace, console: Console) -> int:
+    """--rig: the L0/L1/L2 table of the tiered CPU rig, its JSON and its plot."""
+    if args.replica_url or args.router_url or args.kubeconfig:
+        raise UserError(
+            "--rig starts its own replicas: leave out --replica-url, --router-url and --kubeconfig"
+        )
+    if args.words < 300:
+        raise UserError(f"--words {args.words}: a prompt needs at least one whole chunk (use >= 300)")
+
+    def log(line: str) -> None:
+        console.print(line, markup=False)
+
+    try:
+        with (
+            tempfile.TemporaryDirectory(prefix="kvtier-tiers-") as work,
+            tiers.TieredRig(Path(work), log=log) as rig,
+        ):
+            result = tiers.measure_tiers(rig, words=args.words, repeats=args.repeats)
+    except (RigError, kvcheck.CheckError) as error:
+        raise UserError(f"the CPU rig could not run: {error}") from None
+    args.out.mkdir(parents=True, exist_ok=True)
+    report.write_json(args.out / "tiers.json", result)
+    report.plot_tiers(args.out / "tiers.png", result)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        Console().print(report.tiers_table(result))
+        console.print(
+            f"L2 hit / cold TTFT = {result['l2_vs_cold']:.2f}x; "
+            f"greedy outputs identical: {result['identical_outputs']}"
+        )
+    console.print(f"results: {args.out}/tiers.json, tiers.png")
+    return exitcodes.OK
