@@ -158,6 +158,14 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
         _set("curvine", "worker", "ports", "web", value=9000),
         "both 9000",
     ),
+    "tests-kept-pods-hold-the-claim": (
+        _both(
+            _set("tests", "deleteSucceededPods", value=False),
+            _set("cache", "l2", "claim", "existingClaim", value="shared-l2"),
+        ),
+        _set("tests", "deleteSucceededPods", value=False),
+        "while the chart creates the L2 claim itself",
+    ),
     "secrets-not-inline": (
         _model(source={"huggingface": {"tokenSecret": {"name": "hf", "key": "token"}}}),
         _model(source={"huggingface": {"token": "hf_abc"}}),

@@ -17,7 +17,7 @@ metadata:
   annotations:
     helm.sh/hook: test
     helm.sh/hook-weight: {{ .weight | quote }}
-    helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
+    helm.sh/hook-delete-policy: {{ ternary "before-hook-creation,hook-succeeded" "before-hook-creation" .root.Values.tests.deleteSucceededPods }}
 {{- end -}}
 
 {{- define "kv-tiered-inference.testPodSpec" -}}

@@ -235,3 +235,22 @@ def secrets_not_inline(ctx: ValuesContext) -> Iterator[Hit]:
                     yield from walk(item, (*at, j))
 
     yield from walk(ctx.values, ())
+
+
+@rule(
+    "tests-kept-pods-hold-the-claim",
+    reason="a kept, completed helm test pod that mounts the chart's own L2 claim keeps that claim from being "
+    "deleted (PVC protection): helm uninstall --wait hangs on it",
+    remedy="leave tests.deleteSucceededPods on, or give the L2 as cache.l2.claim.existingClaim (a claim the "
+    "chart never deletes)",
+)
+def kept_test_pods(ctx: ValuesContext) -> Iterator[Hit]:
+    if lookup(ctx.values, "tests", "deleteSucceededPods", default=True) is not False:
+        return
+    if not lookup(ctx.values, "cache", "l2", "enabled", default=True):
+        return
+    if not lookup(ctx.values, "cache", "l2", "claim", "existingClaim", default=""):
+        yield Hit(
+            "tests.deleteSucceededPods is false while the chart creates the L2 claim itself",
+            ("tests", "deleteSucceededPods"),
+        )
