@@ -45,14 +45,16 @@ class Kube:
     def kubectl(self, *args: str, stdin: str = "", check: bool = True) -> str:
         return self.run([str(paths.TOOLS_BIN / "kubectl"), *args], stdin=stdin, check=check)
 
-    def helm(self, helm: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def helm(
+        self, helm: str, *args: str, check: bool = True, timeout: float = 300
+    ) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, "KUBECONFIG": str(self.cluster.kubeconfig)}
         proc = subprocess.run(
             self.cluster.command([str(paths.TOOLS_BIN / helm), *args]),
             capture_output=True,
             text=True,
             env=env,
-            timeout=300,
+            timeout=timeout,
         )
         if check and proc.returncode != 0:
             raise AssertionError(f"`{helm} {' '.join(args)}` failed:\n{proc.stdout}\n{proc.stderr}")
@@ -163,3 +165,38 @@ def render_umbrella() -> Callable[..., list[dict]]:
         return [doc for doc in yaml.safe_load_all(helm.run(args, check=True).stdout) if doc]
 
     return render
+
+
+@pytest.fixture(scope="session")
+def hostpath_claim() -> Callable[[str, str, Path, str], list[dict]]:
+    """`hostpath_claim(namespace, name, path, size)`: a hostPath PersistentVolume on the node's folder `path`
+    and the ReadWriteMany claim `name` bound to it (the chart's L2 expects RWX; nothing provisions here)."""
+
+    def make(ns: str, name: str, path: Path, size: str) -> list[dict]:
+        pv = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": f"{ns}-{name}"},
+            "spec": {
+                "capacity": {"storage": size},
+                "accessModes": ["ReadWriteMany"],
+                "persistentVolumeReclaimPolicy": "Retain",
+                "storageClassName": "",
+                "claimRef": {"namespace": ns, "name": name},
+                "hostPath": {"path": str(path), "type": "Directory"},
+            },
+        }
+        claim = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {
+                "accessModes": ["ReadWriteMany"],
+                "storageClassName": "",
+                "volumeName": f"{ns}-{name}",
+                "resources": {"requests": {"storage": size}},
+            },
+        }
+        return [pv, claim]
+
+    return make

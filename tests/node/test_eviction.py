@@ -20,36 +20,8 @@ NAMESPACE_DIR = "qwen2-05b.0123456789ab"  # an L2 namespace directory as the umb
 RUN_AS = 1000  # the eviction pod's runAsUser in the chart
 
 
-def _volume(ns: str, path: str) -> list[dict]:
-    pv = {
-        "apiVersion": "v1",
-        "kind": "PersistentVolume",
-        "metadata": {"name": f"{ns}-l2"},
-        "spec": {
-            "capacity": {"storage": "5Gi"},
-            "accessModes": ["ReadWriteMany"],
-            "persistentVolumeReclaimPolicy": "Retain",
-            "storageClassName": "",
-            "claimRef": {"namespace": ns, "name": "kv-l2"},
-            "hostPath": {"path": path, "type": "Directory"},
-        },
-    }
-    claim = {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {"name": "kv-l2", "namespace": ns},
-        "spec": {
-            "accessModes": ["ReadWriteMany"],
-            "storageClassName": "",
-            "volumeName": f"{ns}-l2",
-            "resources": {"requests": {"storage": "5Gi"}},
-        },
-    }
-    return [pv, claim]
-
-
 def test_the_charts_eviction_job_deletes_the_oldest_chunks(
-    kube, real_cluster, namespace, render_umbrella
+    kube, real_cluster, namespace, render_umbrella, hostpath_claim
 ) -> None:
     ns = namespace("evict")
     l2 = realnode.layout(real_cluster.name).root / "volumes" / ns
@@ -74,7 +46,7 @@ def test_the_charts_eviction_job_deletes_the_oldest_chunks(
         {"cache.l2.eviction": real_cluster.images["python"]},
     )
     cronjob = next(o for o in objects if o["kind"] == "CronJob")
-    items = _volume(ns, str(l2)) + objects
+    items = hostpath_claim(ns, "kv-l2", l2, "5Gi") + objects
     kube.kubectl(
         "apply", "-n", ns, "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
     )

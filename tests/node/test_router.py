@@ -2,9 +2,9 @@
 vllm-router (the image built here from PyPI) starts with the chart's command line, probes and security
 context, and its Kubernetes discovery finds engine pods through the real API server with the chart's RBAC.
 
-The engine image (vLLM's CPU build) is not built here yet, so the "engine" is a stand-in: a pod with the
-engine's rendered selector labels whose tiny HTTP server answers the router's health checks. It stands in
-for discovery only; no completion goes through it.
+The "engine" here is a stand-in, so that discovery and RBAC are checked alone and in seconds: a pod with
+the engine's rendered selector labels whose tiny HTTP server answers the router's health checks; no
+completion goes through it. test_umbrella_cpu.py runs the real engines behind the same router.
 """
 
 from __future__ import annotations

@@ -11,6 +11,11 @@ kvtier.local/<name>:<key>, so a changed recipe is a new tag and an old one is ne
   pods and the eviction job.
 - router: the python image plus one layer with vllm-router and its dependencies from PyPI (pip's wheels
   for the base's Python and platform, installed with --target) and a `vllm-router` launcher.
+- engine: a Debian base with python3 and the libraries vLLM's CPU build links (libnuma), plus one layer
+  with the engine venv's packages (toolchain/engine.sh: vLLM's CPU build, LMCache at the chart's version
+  and the lmcache-cpu-copy stand-in) and a `vllm` launcher. Large (the venv is several GB), so it is not
+  one of the images every cluster imports: `engine()` builds it and `import_into` adds it to a running
+  cluster when a test needs it.
 """
 
 from __future__ import annotations
@@ -138,9 +143,9 @@ def _descriptor(media_type: str, blob: bytes) -> dict[str, object]:
     }
 
 
-def _add_bytes(archive: tarfile.TarFile, name: str, data: bytes) -> None:
+def _add_bytes(archive: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) -> None:
     info = tarfile.TarInfo(name)
-    info.size, info.mode, info.mtime = len(data), 0o644, 0
+    info.size, info.mode, info.mtime = len(data), mode, 0
     archive.addfile(info, io.BytesIO(data))
 
 
@@ -180,12 +185,12 @@ def debian_mirror() -> str:
     )
 
 
-def mmdebstrap_options() -> list[str]:
-    """How the base is made (the image key hashes these, the mirror and the suite)."""
+def mmdebstrap_options(packages: list[str] = DEBIAN_PACKAGES) -> list[str]:
+    """How a base is made (the image key hashes these, the mirror and the suite)."""
     return [
         "--mode=root",
         "--variant=minbase",
-        f"--include={','.join(DEBIAN_PACKAGES)}",
+        f"--include={','.join(packages)}",
         # The runtime provides /dev; documentation and caches only make the layer larger.
         "--skip=output/dev",
         "--dpkgopt=path-exclude=/usr/share/doc/*",
@@ -197,19 +202,26 @@ def mmdebstrap_options() -> list[str]:
 
 def python_base(progress: Progress) -> Image:
     """Debian minbase + python3 (mmdebstrap, about a minute once), as the image the test pods run."""
+    return debian_base("python", DEBIAN_PACKAGES, progress)
+
+
+def debian_base(name: str, packages: list[str], progress: Progress) -> Image:
+    """Debian minbase + `packages` (mmdebstrap, about a minute once), its command python3."""
     mirror = debian_mirror()
-    key = _key("python", DEBIAN_SUITE, mirror, mmdebstrap_options())
-    image = Image("python", key, cache_dir() / f"python-{key}.tar")
+    key = _key(name, DEBIAN_SUITE, mirror, mmdebstrap_options(packages))
+    image = Image(name, key, cache_dir() / f"{name}-{key}.tar")
     if image.archive.exists():
         return image
     cache_dir().mkdir(parents=True, exist_ok=True)
-    progress(f"building the Debian {DEBIAN_SUITE} + python3 image with mmdebstrap (once; {mirror})")
+    progress(
+        f"building the Debian {DEBIAN_SUITE} + {', '.join(packages)} image with mmdebstrap (once; {mirror})"
+    )
     with _scratch() as scratch:
         rootfs = scratch / "rootfs.tar"
         command = [
             "perl",
             str(nodebins.path("mmdebstrap")),
-            *mmdebstrap_options(),
+            *mmdebstrap_options(packages),
             DEBIAN_SUITE,
             str(rootfs),
             f"deb {mirror} {DEBIAN_SUITE} main",
@@ -274,6 +286,47 @@ def router(progress: Progress) -> Image:
             image.archive, image.ref, [base_layer, layer], {"Env": [PATH_ENV], "Cmd": ["vllm-router"]}
         )
     return image
+
+
+# vLLM's CPU build links libnuma (vllm/_C, torch's CPU kernels bring their own OpenMP).
+ENGINE_PACKAGES = [*DEBIAN_PACKAGES, "libnuma1"]
+ENGINE_LAUNCHER = Path(__file__).parents[1] / "engine_rig" / "vllm_cli.py"
+
+
+def engine(progress: Progress, venv: Path) -> Image:
+    """vLLM's CPU build with LMCache and the CPU KV-copy stand-in, copied from the engine venv `venv`
+    (its packages are built for CPython 3.11 on glibc, like the Debian base's); run as `vllm` like the
+    chart. The key hashes the venv's install stamp and adapter stamp, so a new venv is a new image."""
+    base = debian_base("engine-base", ENGINE_PACKAGES, progress)
+    stamps = sorted(p.name for p in venv.glob(".installed-*")) + sorted(
+        p.name for p in venv.glob(".adapter-*")
+    )
+    if not any(s.startswith(".installed-") for s in stamps):
+        raise UserError(f"{venv} is not a finished engine venv (no .installed-* stamp): run `make engine`")
+    launcher = "#!/usr/bin/python3\n" + ENGINE_LAUNCHER.read_text()
+    key = _key("engine", base.key, stamps, launcher)
+    image = Image("engine", key, cache_dir() / f"engine-{key}.tar")
+    if image.archive.exists():
+        return image
+    (site,) = venv.glob("lib/python3.*/site-packages")
+    progress(f"building the engine image from {venv} on {base.ref} (once; several GB, a few minutes)")
+    with _scratch() as scratch:
+        layer = scratch / "engine.tar"
+        with tarfile.open(layer, "w", format=tarfile.PAX_FORMAT) as tar:
+            tar.add(site, arcname=SITE_PACKAGES, filter=_packaged)
+            _add_bytes(tar, "usr/local/bin/vllm", launcher.encode(), mode=0o755)
+        base_layer = scratch / "base.tar"
+        _extract_layer(base.archive, base_layer)
+        write_layout(image.archive, image.ref, [base_layer, layer], {"Env": [PATH_ENV], "Cmd": ["vllm"]})
+    return image
+
+
+def _packaged(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    """The venv's packages owned by root, keeping their times: the byte-code caches record their source's
+    mtime, so they stay valid and a pod (read-only root file system) does not recompile vLLM each start."""
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    return info
 
 
 def _owned_by_root(info: tarfile.TarInfo) -> tarfile.TarInfo:

@@ -1,0 +1,344 @@
+"""The whole umbrella as values/cpu.yaml renders it, installed with Helm on the real node: two vLLM CPU
+engines with LMCache (L1 in memory, L2 on a ReadWriteMany claim), the router discovering them through the
+API server, the eviction CronJob and every `helm test` pod, all running real processes.
+
+The values change only what a CPU test machine must: the images point at the ones built here
+(kvtier.cluster.images, `pullPolicy: Never`), the model is the rig's generated tiny model on a claim
+instead of a Hugging Face download (no route out of the cluster's network namespace), and the sizes fit
+two engines on two shared cores (kvtier.engine_rig.tiers.rig_overlay, the tiered rig's overlay). Both
+claims are hostPath PersistentVolumes in the cluster's folder (Curvine cannot run here).
+
+The engine image is the engine venv copied onto a Debian base (several GB), built once per venv and
+imported into this cluster's containerd by the module's fixture.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kvtier import helm, paths
+from kvtier.cluster import images, realnode
+from kvtier.engine_rig import rig as engine_rig
+from kvtier.engine_rig import tiers
+from kvtier.engine_rig.errors import RigError
+
+UMBRELLA = paths.CHARTS / "kv-tiered-inference"
+RELEASE = "kv"
+ENGINE_DEPLOYMENT = f"{RELEASE}-kv-tiered-inference-{engine_rig.MODEL_NAME}"
+RUN_AS = 1000  # the engines' runAsUser and fsGroup in the chart
+INSTALL_TIMEOUT = "15m"  # two engines import vLLM and load the model on two shared cores
+LOAD_SECONDS = 600  # upper bound of the load client's run; it stops when told
+# Sent during the upgrade from inside the cluster, through the router's Service: one request at a time,
+# each answer's status counted. Stops after LOAD_SECONDS or when /stop exists (the test writes it).
+LOAD_CLIENT = """
+import json, os, sys, time, urllib.request
+url, model, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+counts, failures = {"ok": 0, "failed": 0}, []
+deadline = time.monotonic() + seconds
+while time.monotonic() < deadline and not os.path.exists("/work/stop"):
+    body = json.dumps({"model": model, "prompt": "The tiered cache says", "max_tokens": 4}).encode()
+    request = urllib.request.Request(url, body, {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            json.loads(answer.read())
+        counts["ok"] += 1
+    except Exception as error:
+        counts["failed"] += 1
+        failures.append(f"{time.strftime('%H:%M:%S')} {type(error).__name__}: {error}"[:300])
+    print(json.dumps({**counts, "last_failures": failures[-5:]}), flush=True)
+    time.sleep(1)  # a steady trickle: two engines share two cores with the one starting
+"""
+
+
+@dataclass
+class Install:
+    namespace: str
+    values: Path  # the overlay file given to every helm install/upgrade
+    engine_image: str
+
+
+def _image(ref: str) -> dict[str, str]:
+    registry, rest = ref.split("/", 1)
+    repository, tag = rest.rsplit(":", 1)
+    return {"registry": registry, "repository": repository, "tag": tag, "pullPolicy": "Never"}
+
+
+def overlay(real_cluster: realnode.RealCluster, engine_image: str) -> dict[str, Any]:
+    values = tiers.rig_overlay(chunk_size=256)
+    (model,) = values["models"]
+    # Two engines, the router and the test pods share two cores and the machine's memory.
+    model["resources"] = {"requests": {"cpu": "100m", "memory": "2Gi"}, "limits": {"memory": "6Gi"}}
+    values["engine"]["image"] = _image(engine_image)
+    values["router"] = {"image": _image(real_cluster.images["router"])}
+    values["cache"]["l2"] = {"eviction": {"image": _image(real_cluster.images["python"])}}
+    return values
+
+
+@pytest.fixture(scope="module")
+def engine_image(real_cluster: realnode.RealCluster, need) -> str:
+    try:
+        venv = engine_rig.engine_python().parent.parent
+    except RigError as error:
+        need(False, f"engine venv unavailable: {error}")
+    image = images.engine(lambda m: print(f"[engine-image] {m}"), venv.resolve())
+    images.import_into(realnode.layout(real_cluster.name).containerd_socket, [image], print)
+    return image.ref
+
+
+@pytest.fixture(scope="module")
+def installed(kube, real_cluster, engine_image: str, hostpath_claim) -> Iterator[Install]:
+    ns = f"umbrella-{os.getpid()}"
+    kube.kubectl("create", "namespace", ns)
+    volumes = realnode.layout(real_cluster.name).root / "volumes" / ns
+    l2, models = volumes / "l2", volumes / "models"
+    l2.mkdir(parents=True)
+    os.chown(l2, RUN_AS, RUN_AS)  # hostPath ignores fsGroup: the engines' user owns the L2 directory
+    for path in engine_rig.generate_model(models / engine_rig.MODEL_NAME).iterdir():
+        path.chmod(0o644)  # safetensors writes the weights 0600: readable by the engines' user, as on a PVC
+    claims = hostpath_claim(ns, "kv-l2", l2, "5Gi") + hostpath_claim(ns, "rig-model", models, "1Gi")
+    kube.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": claims}))
+    values = volumes / "overlay.yaml"
+    values.write_text(yaml.safe_dump(overlay(real_cluster, engine_image)))
+    helm.build_dependencies(UMBRELLA)
+    started = time.monotonic()
+    kube.helm(
+        "helm3", "install", RELEASE, str(UMBRELLA), "-n", ns, "-f", str(paths.VALUES / "cpu.yaml"),
+        "-f", str(values), "--wait", "--timeout", INSTALL_TIMEOUT, timeout=1000,
+    )  # fmt: skip
+    waited = time.monotonic() - started
+    # Helm 3's --wait counts a Deployment ready at replicas - maxUnavailable ready pods (the engines roll
+    # with maxUnavailable 1), so it can return with one engine still starting: wait for every pod.
+    _wait_ready(kube, ns)
+    print(
+        f"[umbrella] helm install --wait returned after {waited:.0f} s; "
+        f"every pod Ready after {time.monotonic() - started:.0f} s"
+    )
+    try:
+        yield Install(ns, values, engine_image)
+    finally:
+        kube.helm("helm3", "uninstall", RELEASE, "-n", ns, "--wait", check=False, timeout=300)
+        kube.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+        kube.kubectl("delete", "pv", f"{ns}-kv-l2", f"{ns}-rig-model", "--wait=false", check=False)
+        shutil.rmtree(volumes, ignore_errors=True)
+
+
+def _wait_ready(kube, ns: str, timeout: float = 900) -> None:
+    """Until both Deployments have rolled out (every replica updated and available, no old one left) and no
+    pod of the release is still terminating."""
+    kubectl = str(paths.TOOLS_BIN / "kubectl")
+    for deployment in (ENGINE_DEPLOYMENT, f"{ENGINE_DEPLOYMENT}-router"):
+        rollout = [
+            kubectl,
+            "rollout",
+            "status",
+            "-n",
+            ns,
+            f"deployment/{deployment}",
+            f"--timeout={timeout:.0f}s",
+        ]
+        kube.run(rollout, timeout=timeout + 60)
+    deadline = time.monotonic() + timeout
+    while any(
+        p["metadata"].get("deletionTimestamp") for c in ("engine", "router") for p in _pods(kube, ns, c)
+    ):
+        assert time.monotonic() < deadline, "pods of the release still terminating"
+        time.sleep(2)
+
+
+def _pods(kube, ns: str, component: str) -> list[dict[str, Any]]:
+    selector = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/component={component}"
+    return json.loads(kube.kubectl("get", "pods", "-n", ns, "-l", selector, "-o", "json"))["items"]
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions", []))
+
+
+def test_every_pod_is_ready_through_the_charts_own_probes(kube, installed: Install) -> None:
+    engines, routers = _pods(kube, installed.namespace, "engine"), _pods(kube, installed.namespace, "router")
+    assert len(engines) == 2 and len(routers) == 1
+    for pod in engines + routers:
+        assert _ready(pod), pod["status"]
+        (container,) = pod["status"]["containerStatuses"]
+        assert container["restartCount"] == 0, container
+    engine = engines[0]["spec"]["containers"][0]
+    assert engine["image"] == installed.engine_image and engine["command"] == ["vllm"]
+    # LMCache really runs inside vLLM (its connector, our CPU copy stand-in), configured from the ConfigMap.
+    log = kube.kubectl("logs", "-n", installed.namespace, engines[0]["metadata"]["name"])
+    assert "LMCache" in log, log[-3000:]
+
+
+def test_the_router_discovered_both_engines_through_the_api_server(kube, installed: Install) -> None:
+    (router,) = _pods(kube, installed.namespace, "router")
+    log = kube.kubectl("logs", "-n", installed.namespace, router["metadata"]["name"])
+    for engine in _pods(kube, installed.namespace, "engine"):
+        assert f"Added worker: http://{engine['status']['podIP']}:8000" in log, log[-3000:]
+
+
+@pytest.mark.parametrize("helm_major", ["helm3", "helm4"])
+def test_helm_test_runs_every_check_in_real_pods(kube, installed: Install, helm_major: str) -> None:
+    """Router, completion through the router, the cross-pod L2 hit and the chunk files, each pod running
+    kvcheck.py from the chart's ConfigMap; their own output comes back through the kubelet."""
+    started = time.monotonic()
+    result = kube.helm(
+        helm_major, "test", RELEASE, "-n", installed.namespace, "--logs", "--timeout", "10m", timeout=700
+    )
+    print(f"[umbrella] {helm_major} test: {time.monotonic() - started:.0f} s")
+    verdicts = {}
+    for line in result.stdout.splitlines():  # helm prints each pod's log after "POD LOGS: <pod>"
+        if line.startswith("{"):
+            verdict = json.loads(line)
+            verdicts[verdict["check"]] = verdict
+    assert sorted(verdicts) == ["crosspod", "l2-files", "router"], result.stdout[-4000:]
+    assert all(v["ok"] for v in verdicts.values()), verdicts
+    # Replica B's first request loaded whole chunks that replica A wrote, through the shared claim.
+    hit = verdicts["crosspod"]["b"]["external_hit_tokens"]
+    assert hit >= 256 and hit % 256 == 0, verdicts["crosspod"]
+    assert verdicts["l2-files"]["chunks"] >= 1, verdicts["l2-files"]
+    print(f"[umbrella] {helm_major} test verdicts: {verdicts['crosspod']['summary']}")
+
+
+def test_a_deliberately_broken_value_makes_helm_test_fail_with_the_scripts_message(
+    kube, installed: Install
+) -> None:
+    """tests.crosspodWords=100 (fewer tokens than one chunk): the cross-pod check must fail in its real pod,
+    with the script's own verdict."""
+    ns = installed.namespace
+    kube.helm(
+        "helm3", "upgrade", RELEASE, str(UMBRELLA), "-n", ns, "-f", str(paths.VALUES / "cpu.yaml"),
+        "-f", str(installed.values), "--set", "tests.crosspodWords=100", "--wait", "--timeout", "5m",
+    )  # fmt: skip
+    try:
+        failed = kube.helm("helm3", "test", RELEASE, "-n", ns, "--timeout", "5m", check=False, timeout=400)
+        assert failed.returncode != 0, failed.stdout
+        pod = f"{RELEASE}-kv-tiered-inference-{engine_rig.MODEL_NAME}-test-crosspod"
+        log = kube.kubectl("logs", "-n", ns, pod)
+        verdict = json.loads(log.strip().splitlines()[-1])
+        assert verdict["check"] == "crosspod" and verdict["ok"] is False, verdict
+    finally:
+        kube.helm("helm3", "rollback", RELEASE, "-n", ns, "--wait", "--timeout", "5m", timeout=400)
+
+
+def _helm_values(installed: Install, *extra: str) -> list[str]:
+    return ["-f", str(paths.VALUES / "cpu.yaml"), "-f", str(installed.values), *extra]
+
+
+def _revision(kube, ns: str) -> int:
+    history = json.loads(kube.helm("helm3", "history", RELEASE, "-n", ns, "-o", "json").stdout)
+    return int(history[-1]["revision"])
+
+
+def _start_load(kube, real_cluster, ns: str) -> str:
+    """The load client pod, sending completions through the router's Service by its DNS name."""
+    router = f"{RELEASE}-kv-tiered-inference-{engine_rig.MODEL_NAME}-router"
+    url = f"http://{router}.{ns}.svc.cluster.local:8080/v1/completions"
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "load", "namespace": ns},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "load",
+                    "image": real_cluster.images["python"],
+                    "imagePullPolicy": "Never",
+                    "command": ["python3", "-c", LOAD_CLIENT, url, engine_rig.MODEL_NAME, str(LOAD_SECONDS)],
+                    "volumeMounts": [{"name": "work", "mountPath": "/work"}],
+                }
+            ],
+            "volumes": [{"name": "work", "emptyDir": {}}],
+        },
+    }
+    kube.kubectl("apply", "-f", "-", stdin=json.dumps(pod))
+    kube.kubectl("wait", "-n", ns, "--for=condition=Ready", "pod/load", "--timeout=120s")
+    return "load"
+
+
+def _stop_load(kube, ns: str, pod: str) -> dict[str, Any]:
+    kube.kubectl("exec", "-n", ns, pod, "--", "touch", "/work/stop")
+    kube.wait_phase(ns, pod, {"Succeeded", "Failed"}, timeout=120)
+    return json.loads(kube.kubectl("logs", "-n", ns, pod).strip().splitlines()[-1])
+
+
+def test_an_upgrade_rolls_the_engines_while_requests_keep_being_served(
+    kube, real_cluster, installed: Install
+) -> None:
+    """A changed engine value rolls both engines one at a time (maxUnavailable 1, preStop sleep while
+    discovery drops the pod); a client sends requests through the router the whole time."""
+    ns = installed.namespace
+    before = {p["metadata"]["name"] for p in _pods(kube, ns, "engine")}
+    revision = _revision(kube, ns)
+    load = _start_load(kube, real_cluster, ns)
+    time.sleep(5)
+    started = time.monotonic()
+    kube.helm(
+        "helm3", "upgrade", RELEASE, str(UMBRELLA), "-n", ns,
+        *_helm_values(installed, "--set", "engine.startupProbe.periodSeconds=4"),
+        "--wait", "--timeout", INSTALL_TIMEOUT, timeout=1000,
+    )  # fmt: skip
+    _wait_ready(kube, ns)
+    rolled_s = time.monotonic() - started
+    time.sleep(10)  # requests after the rollout, on the new engines only
+    counts = _stop_load(kube, ns, load)
+    print(f"[umbrella] upgrade rolled the engines in {rolled_s:.0f} s; requests during it: {counts}")
+    after = _pods(kube, ns, "engine")
+    assert len(after) == 2 and not before & {p["metadata"]["name"] for p in after}, "both engines rolled"
+    assert all(_ready(p) for p in after)
+    assert _revision(kube, ns) == revision + 1
+    assert counts["ok"] > 0, counts
+    assert counts["failed"] == 0, counts
+
+
+def test_rollback_restores_the_previous_revision(kube, installed: Install) -> None:
+    """Back to the revision before the upgrade. Helm 3's --wait returns once replicas - maxUnavailable
+    engines of the restored template are Ready (one here); the second one's roll is not waited for."""
+    ns = installed.namespace
+    revision = _revision(kube, ns)
+    rollback = ["rollback", RELEASE, str(revision - 1), "-n", ns, "--wait", "--timeout", INSTALL_TIMEOUT]
+    kube.helm("helm3", *rollback, timeout=1000)
+    history = json.loads(kube.helm("helm3", "history", RELEASE, "-n", ns, "-o", "json").stdout)
+    assert history[-1]["revision"] == revision + 1 and history[-1]["status"] == "deployed", history[-1]
+    assert f"Rollback to {revision - 1}" in history[-1]["description"], history[-1]
+    deployment = json.loads(kube.kubectl("get", "deployment", ENGINE_DEPLOYMENT, "-n", ns, "-o", "json"))
+    probe = deployment["spec"]["template"]["spec"]["containers"][0]["startupProbe"]
+    assert probe["periodSeconds"] == 5  # values/cpu.yaml's again
+    assert any(_ready(p) for p in _pods(kube, ns, "engine"))
+
+
+def test_uninstall_leaves_nothing_of_the_release_behind(kube, installed: Install) -> None:
+    """Every release object goes. `helm test` pods are Helm hooks, never release objects: uninstall leaves
+    the kept ones (values/cpu.yaml keeps passed ones; a failed one is kept with any setting), and the
+    chart's documented selector removes exactly them."""
+    ns = installed.namespace
+    kube.helm("helm3", "uninstall", RELEASE, "-n", ns, "--wait", "--timeout", "5m")
+    kinds = "all,configmaps,secrets,serviceaccounts,roles,rolebindings,poddisruptionbudgets,cronjobs,jobs"
+    selector = f"app.kubernetes.io/instance={RELEASE}"
+    test_pods = {
+        f"pod/{RELEASE}-kv-tiered-inference-test-l2-files",
+        f"pod/{RELEASE}-kv-tiered-inference-{engine_rig.MODEL_NAME}-router-test-router",
+        f"pod/{RELEASE}-kv-tiered-inference-{engine_rig.MODEL_NAME}-test-crosspod",
+    }
+    deadline = time.monotonic() + 180  # the eviction job's own Jobs and pods go by garbage collection
+    while True:
+        left = set(kube.kubectl("get", kinds, "-n", ns, "-l", selector, "-o", "name").split())
+        if left <= test_pods or time.monotonic() > deadline:
+            break
+        time.sleep(3)
+    assert left == test_pods, left
+    kube.kubectl("delete", "pod", "-n", ns, "-l", f"{selector},app.kubernetes.io/component=test", "--wait")
+    assert kube.kubectl("get", kinds, "-n", ns, "-l", selector, "-o", "name").strip() == ""
+    releases = kube.kubectl("get", "secrets", "-n", ns, "-l", "owner=helm", "-o", "name")
+    assert releases.strip() == "", releases
+    # The user's claims stay: the L2 holds data an uninstall must not take (existingClaim).
+    assert "kv-l2" in kube.kubectl("get", "pvc", "-n", ns, "-o", "name")
