@@ -5,8 +5,9 @@ API server, the eviction CronJob and every `helm test` pod, all running real pro
 The values change only what a CPU test machine must: the images point at the ones built here
 (kvtier.cluster.images, `pullPolicy: Never`), the model is the rig's generated tiny model on a claim
 instead of a Hugging Face download (no route out of the cluster's network namespace), and the sizes fit
-two engines on two shared cores (kvtier.engine_rig.tiers.rig_overlay, the tiered rig's overlay). Both
-claims are hostPath PersistentVolumes in the cluster's folder (Curvine cannot run here).
+two engines on two shared cores (kvtier.engine_rig.tiers.rig_overlay, the tiered rig's overlay); passed
+test pods are kept for `helm test --logs`. Both claims are hostPath PersistentVolumes in the cluster's
+folder (Curvine cannot run here).
 
 The engine image is the engine venv copied onto a Debian base (several GB), built once per venv and
 imported into this cluster's containerd by the module's fixture.
@@ -81,6 +82,9 @@ def overlay(real_cluster: realnode.RealCluster, engine_image: str) -> dict[str, 
     values["engine"]["image"] = _image(engine_image)
     values["router"] = {"image": _image(real_cluster.images["router"])}
     values["cache"]["l2"] = {"eviction": {"image": _image(real_cluster.images["python"])}}
+    # Keep passed test pods, so `helm test --logs` can print every verdict (the claims here are not the
+    # chart's own; the uninstall test removes the kept pods).
+    values["tests"] = {"deleteSucceededPods": False}
     return values
 
 
@@ -318,8 +322,8 @@ def test_rollback_restores_the_previous_revision(kube, installed: Install) -> No
 
 def test_uninstall_leaves_nothing_of_the_release_behind(kube, installed: Install) -> None:
     """Every release object goes. `helm test` pods are Helm hooks, never release objects: uninstall leaves
-    the kept ones (values/cpu.yaml keeps passed ones; a failed one is kept with any setting), and the
-    chart's documented selector removes exactly them."""
+    the kept ones (this test keeps passed ones; a failed one is kept with any setting), and the selector
+    the chart's values comment gives removes exactly them."""
     ns = installed.namespace
     kube.helm("helm3", "uninstall", RELEASE, "-n", ns, "--wait", "--timeout", "5m")
     kinds = "all,configmaps,secrets,serviceaccounts,roles,rolebindings,poddisruptionbudgets,cronjobs,jobs"
