@@ -1,7 +1,8 @@
 """`kvtier bench --rig` end to end: the command starts its own two vLLM CPU replicas from values/cpu.yaml's
 rendered container, measures cold, L0, cross-replica L2 and recompute, and writes the table's JSON and
-plot. Runs after test_l2_tiers.py's rig has stopped (file order), so no more than two engines share the
-cores. Timings are not asserted; hits and outputs are."""
+plot. It is the first file of tests/engine (file order), before the session rig of conftest.py or
+test_l2_tiers.py's starts, so no more than two engines share the cores. Timings are not asserted; hits
+and outputs are."""
 
 from __future__ import annotations
 
