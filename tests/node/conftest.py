@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from kvtier import helm, paths
-from kvtier.cluster import nodebins, realnode
+from kvtier.cluster import images, nodebins, realnode
 
 START_TIMEOUT = float(os.environ.get("KVTIER_CLUSTER_TIMEOUT", "300"))
 
@@ -141,9 +141,7 @@ UMBRELLA = paths.CHARTS / "kv-tiered-inference"
 
 def _image_values(prefix: str, image: str) -> list[str]:
     """--set arguments pointing `<prefix>.image` at a locally built image, never pulled."""
-    registry, rest = image.split("/", 1)
-    repository, tag = rest.rsplit(":", 1)
-    values = {"registry": registry, "repository": repository, "tag": tag, "pullPolicy": "Never"}
+    values = images.chart_image_values(image)
     return [arg for key, value in values.items() for arg in ("--set", f"{prefix}.image.{key}={value}")]
 
 

@@ -68,20 +68,14 @@ class Install:
     engine_image: str
 
 
-def _image(ref: str) -> dict[str, str]:
-    registry, rest = ref.split("/", 1)
-    repository, tag = rest.rsplit(":", 1)
-    return {"registry": registry, "repository": repository, "tag": tag, "pullPolicy": "Never"}
-
-
 def overlay(real_cluster: realnode.RealCluster, engine_image: str) -> dict[str, Any]:
     values = tiers.rig_overlay(chunk_size=256)
     (model,) = values["models"]
     # Two engines, the router and the test pods share two cores and the machine's memory.
     model["resources"] = {"requests": {"cpu": "100m", "memory": "2Gi"}, "limits": {"memory": "6Gi"}}
-    values["engine"]["image"] = _image(engine_image)
-    values["router"] = {"image": _image(real_cluster.images["router"])}
-    values["cache"]["l2"] = {"eviction": {"image": _image(real_cluster.images["python"])}}
+    values["engine"]["image"] = images.chart_image_values(engine_image)
+    values["router"] = {"image": images.chart_image_values(real_cluster.images["router"])}
+    values["cache"]["l2"] = {"eviction": {"image": images.chart_image_values(real_cluster.images["python"])}}
     # Keep passed test pods, so `helm test --logs` can print every verdict (the claims here are not the
     # chart's own; the uninstall test removes the kept pods).
     values["tests"] = {"deleteSucceededPods": False}
@@ -191,8 +185,9 @@ def test_the_router_discovered_both_engines_through_the_api_server(kube, install
 
 @pytest.mark.parametrize("helm_major", ["helm3", "helm4"])
 def test_helm_test_runs_every_check_in_real_pods(kube, installed: Install, helm_major: str) -> None:
-    """Router, completion through the router, the cross-pod L2 hit and the chunk files, each pod running
-    kvcheck.py from the chart's ConfigMap; their own output comes back through the kubelet."""
+    """Router health and model list, the cross-pod L2 hit and the chunk files, each pod running kvcheck.py
+    from the chart's ConfigMap; their own output comes back through the kubelet. (Completions through the
+    router are the upgrade test's load.)"""
     started = time.monotonic()
     result = kube.helm(
         helm_major, "test", RELEASE, "-n", installed.namespace, "--logs", "--timeout", "10m", timeout=700

@@ -62,6 +62,13 @@ class Image:
         return f"{REGISTRY}/{self.name}:{self.key}"
 
 
+def chart_image_values(ref: str) -> dict[str, str]:
+    """A chart's `image` keys (registry, repository, tag) for the local image `ref`, never pulled."""
+    registry, rest = ref.split("/", 1)
+    repository, tag = rest.rsplit(":", 1)
+    return {"registry": registry, "repository": repository, "tag": tag, "pullPolicy": "Never"}
+
+
 def cache_dir() -> Path:
     return binaries.cache_dir() / "images"
 
