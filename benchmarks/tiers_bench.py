@@ -19,6 +19,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from rich.console import Console
+
+from kvtier.bench import report
 from kvtier.engine_rig import tiers
 from kvtier.engine_rig.errors import RigError
 
@@ -39,7 +42,8 @@ def main() -> int:
     except RigError as error:
         print(f"tiers_bench: the rig could not run: {error}", file=sys.stderr)
         return 2
-    tiers.print_table(result)
+    Console().print(report.tiers_table(result))
+    print(report.tiers_summary(result))
     if options.out:
         options.out.mkdir(parents=True, exist_ok=True)
         (options.out / "tiers.json").write_text(json.dumps(result, indent=2))

@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
+from kvtier.bench import report
 from kvtier.engine_rig import rig as engine_rig
 from kvtier.engine_rig import tiers
 from kvtier.engine_rig.errors import RigError
@@ -34,7 +36,8 @@ def tiered(tmp_path_factory: pytest.TempPathFactory, need) -> Iterator[tiers.Tie
 @pytest.fixture(scope="module")
 def measured(tiered: tiers.TieredRig) -> dict[str, Any]:
     result = tiers.measure_tiers(tiered, words=2000)
-    tiers.print_table(result)
+    Console().print(report.tiers_table(result))
+    print(report.tiers_summary(result))
     return result
 
 

@@ -145,6 +145,14 @@ def tiers_table(result: dict[str, Any]) -> Table:
     return out
 
 
+def tiers_summary(result: dict[str, Any]) -> str:
+    """The tiered rig's result in one line: the L2-hit to cold ratio and whether greedy outputs matched."""
+    return (
+        f"L2 hit / cold TTFT = {result['l2_vs_cold']:.2f}x; "
+        f"greedy outputs identical: {result['identical_outputs']}"
+    )
+
+
 def plot_tiers(path: Path, result: dict[str, Any]) -> None:
     """One bar per step of the tiered rig (median TTFT, min-max over the rounds), labelled with hit tokens."""
     import matplotlib

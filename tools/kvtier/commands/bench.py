@@ -134,9 +134,6 @@ def _run_rig(args: argparse.Namespace, console: Console) -> int:
         print(json.dumps(result, indent=2))
     else:
         Console().print(report.tiers_table(result))
-        console.print(
-            f"L2 hit / cold TTFT = {result['l2_vs_cold']:.2f}x; "
-            f"greedy outputs identical: {result['identical_outputs']}"
-        )
+        console.print(report.tiers_summary(result))
     console.print(f"results: {args.out}/tiers.json, tiers.png")
     return exitcodes.OK

@@ -208,14 +208,3 @@ def measure_tiers(rig: TieredRig, words: int = 2000, repeats: int = 1) -> dict[s
         "identical_outputs": all(r[0].text == r[2].text and r[3].text == r[4].text for r in rounds),
         "rounds": [[s.__dict__ for s in r] for r in rounds],
     }
-
-
-def print_table(result: dict[str, Any], out: Callable[[str], None] = print) -> None:
-    out(f"L1/L2 on the CPU rig: prompt {result['prompt_tokens']} tokens, chunk {result['chunk_size']}")
-    out(f"{'step':48} {'TTFT ms':>9} {'connector hit tokens':>21}")
-    for row in result["table"]:
-        out(f"{row['step']:48} {row['ttft_ms']:9.0f} {row['hit_tokens']:21d}")
-    out(
-        f"L2 hit / cold TTFT = {result['l2_vs_cold']:.2f}x; "
-        f"greedy outputs identical: {result['identical_outputs']}"
-    )
