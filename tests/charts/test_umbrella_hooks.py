@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from render import find, helm_bin, render_docs
 
 from kvtier import helm, paths
@@ -138,7 +139,8 @@ def test_eviction_cronjob_runs_l2_evict_on_the_shared_claim(tmp_path: Path) -> N
     (container,) = pod["containers"]
     claims = {v["name"]: v.get("persistentVolumeClaim", {}).get("claimName") for v in pod["volumes"]}
     assert claims["l2cache"] == "rel-l2cache" == find(docs, "PersistentVolumeClaim")[0]["metadata"]["name"]
-    assert {m["name"]: m["mountPath"] for m in container["volumeMounts"]}["l2cache"] == "/mnt/curvine/l2cache"
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert mounts["l2cache"] == "/mnt/curvine/l2cache"
     command = container["command"]
     assert command[:2] == ["python3", "/podscripts/l2_evict.py"]
     args = dict(zip(command[2::2], command[3::2], strict=True))
@@ -148,18 +150,42 @@ def test_eviction_cronjob_runs_l2_evict_on_the_shared_claim(tmp_path: Path) -> N
         "--low": "70%",
         "--capacity": "500Gi",
         "--min-age": "120",
+        "--max-files": "100000",
+        "--max-seconds": "1500",
+        "--live": "/etc/l2-eviction/live-namespaces.txt",
+        "--dead-grace": "3600",
     }
+    # The live list is the chart's own ConfigMap: the namespace every engine's LMCache file points at.
+    (live_map,) = [
+        c for c in find(docs, "ConfigMap") if c["metadata"]["name"] == "rel-kv-tiered-inference-l2-eviction"
+    ]
+    volume = next(v for v in pod["volumes"] if v["name"] == "live-namespaces")
+    assert volume["configMap"]["name"] == live_map["metadata"]["name"]
+    assert args["--live"] == f"{mounts['live-namespaces']}/live-namespaces.txt"
+    live = live_map["data"]["live-namespaces.txt"].split()
+    lmcache = yaml.safe_load(
+        next(c for c in find(docs, "ConfigMap") if c["metadata"]["name"].endswith("-lmcache"))["data"][
+            "lmcache.yaml"
+        ]
+    )
+    assert live == [lmcache["remote_url"].rstrip("/").rsplit("/", 1)[1]]
 
     # The same arguments on a real directory (the chart's own copy of the script): 500Gi is scaled down
-    # by pointing --capacity at a 100 KiB "claim", everything else as rendered.
-    for i in range(10):
-        chunk = tmp_path / f"vllm@m@1@0@{i:04x}-SEP-fp16.data"
-        chunk.write_bytes(b"\0" * 10240)
-        stamp = time.time() - 3600 + i
-        os.utime(chunk, (stamp, stamp))
+    # by pointing --capacity at a 100 KiB "claim", everything else as rendered. A namespace of a
+    # configuration no longer deployed goes first; then the oldest live chunks.
+    (tmp_path / "live.txt").write_text(live_map["data"]["live-namespaces.txt"])
+    l2 = tmp_path / "l2"
+    live_dir, dead_dir = l2 / live[0], l2 / "qwen2-7b.000000000000"
+    for directory in (live_dir, dead_dir):
+        directory.mkdir(parents=True)
+        for i in range(5):
+            chunk = directory / f"vllm@m@1@0@{i:04x}-SEP-fp16.data"
+            chunk.write_bytes(b"\0" * 10240)
+            stamp = time.time() - 7200 + i
+            os.utime(chunk, (stamp, stamp))
     argv = [*command[2:]]
-    argv[argv.index("--dir") + 1] = str(tmp_path)
-    argv[argv.index("--capacity") + 1] = "100Ki"
+    for flag, value in (("--dir", l2), ("--capacity", "50Ki"), ("--live", tmp_path / "live.txt")):
+        argv[argv.index(flag) + 1] = str(value)
     run = subprocess.run(
         [sys.executable, str(CHART / "files" / "podscripts" / "l2_evict.py"), *argv],
         capture_output=True,
@@ -168,7 +194,8 @@ def test_eviction_cronjob_runs_l2_evict_on_the_shared_claim(tmp_path: Path) -> N
     )
     assert run.returncode == 0, run.stdout + run.stderr
     report = json.loads(run.stdout)
-    assert report["evicted_files"] == 3 and report["used_bytes_after"] == 7 * 10240
+    assert report["dead_files"] == 5 and not dead_dir.exists()
+    assert report["evicted_files"] == 2 and report["used_bytes_after"] == 3 * 10240
     assert l2_evict.parse_size("500Gi") == 500 * 2**30  # the rendered capacity parses as the claim size
 
 
@@ -177,14 +204,19 @@ def test_eviction_capacity_and_schedule_follow_values() -> None:
     (cron,) = find(docs, "CronJob")
     assert cron["spec"]["schedule"] == "17 * * * *"
     command = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["command"]
-    args = dict(zip(command[2::2], command[3::2], strict=True))
+    assert command[-1] == "--dry-run"
+    args = dict(zip(command[2:-1:2], command[3:-1:2], strict=True))
     assert args == {
         "--dir": "/var/lib/kv/l2",
         "--high": "15Gi",
         "--low": "10Gi",
         "--capacity": "20Gi",
         "--min-age": "30",
+        "--max-files": "5000",
+        "--max-seconds": "1500",
     }
+    # removeDeadNamespaces false: no live list, so the job treats every namespace as live.
+    assert not [c for c in find(docs, "ConfigMap") if c["metadata"]["name"].endswith("-l2-eviction")]
 
 
 def test_passed_test_pods_are_deleted_so_they_do_not_hold_the_l2_claim() -> None:

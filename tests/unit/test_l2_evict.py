@@ -131,8 +131,8 @@ def test_file_rewritten_after_scan_is_kept(l2: Path, monkeypatch: pytest.MonkeyP
     chunk(l2, "other", 10 * KiB, age_s=900)
     real_scan = l2_evict.scan
 
-    def scan_then_rewrite(directory: str) -> l2_evict.Scan:
-        found = real_scan(directory)
+    def scan_then_rewrite(directory: str, live: set[str] | None = None) -> l2_evict.Scan:
+        found = real_scan(directory, live)
         # A replica writes the same chunk again (temp file + atomic rename) after the scan.
         tmp = old.with_suffix(".tmp")
         tmp.write_bytes(b"\1" * (10 * KiB))
@@ -220,3 +220,195 @@ def test_cli_prints_json_and_sets_exit_codes(l2: Path) -> None:
 def test_bad_watermarks_are_usage_errors(l2: Path, high: str, low: str, message: str) -> None:
     with pytest.raises(l2_evict.UsageError, match=message.replace("(", r"\(").replace("]", r"\]")):
         l2_evict.evict(str(l2), high=high, low=low, capacity="100")
+
+
+def used_at(path: Path, used_ago_s: float) -> None:
+    """A hit recorded used_ago_s ago: atime moves, mtime (the write) stays."""
+    stamp = time.time() - used_ago_s
+    os.utime(path, ns=(int(stamp * 1e9), path.stat().st_mtime_ns))
+
+
+def test_last_use_order_keeps_a_hot_chunk_written_first(l2: Path) -> None:
+    system_prompt = chunk(l2, "sys", 10 * KiB, age_s=5000)  # written first, hit a minute ago
+    used_at(system_prompt, 60)
+    one_offs = [chunk(l2, f"doc{i}", 10 * KiB, age_s=1000 - i) for i in range(3)]  # never hit
+    report = l2_evict.evict(str(l2), high="30Ki", low="20Ki")
+    assert system_prompt.exists()
+    assert [p.exists() for p in one_offs] == [False, False, True]
+    assert report["order"] == "last-use"
+
+    # The write-time order of earlier releases evicts the hot chunk first.
+    for i in range(2):
+        chunk(l2, f"again{i}", 10 * KiB, age_s=900 - i)
+    l2_evict.evict(str(l2), high="30Ki", low="20Ki", order="written")
+    assert not system_prompt.exists()
+
+
+def live_file(tmp_path: Path, *names: str) -> set[str]:
+    listing = tmp_path / "live-namespaces.txt"
+    listing.write_text("# rendered by the chart\n" + "\n".join(names) + "\n")
+    return l2_evict.read_live(str(listing))
+
+
+def test_dead_namespaces_go_first_whatever_the_watermarks(l2: Path, tmp_path: Path) -> None:
+    live_ns, dead_ns, rolling_ns = (
+        l2 / n for n in ("qwen.aaaaaaaaaaaa", "qwen.bbbbbbbbbbbb", "qwen.cccccccccccc")
+    )
+    for directory in (live_ns, dead_ns, rolling_ns, dead_ns / "tmp"):
+        directory.mkdir()
+    live_chunks = [chunk(live_ns, f"l{i}", 10 * KiB, age_s=9000) for i in range(3)]
+    dead_chunks = [chunk(dead_ns, f"d{i}", 10 * KiB, age_s=8000) for i in range(3)]
+    stale_temp = chunk(dead_ns / "tmp", "w", 5 * KiB, age_s=8000)
+    rolling = chunk(rolling_ns, "r", 10 * KiB, age_s=8000)
+    used_at(rolling, 30)  # an old replica still reads its configuration: a rollout in progress
+    foreign = l2 / "lost+found"
+    foreign.mkdir()
+    kept = chunk(foreign, "x", 1 * KiB, age_s=9000)
+
+    live = live_file(tmp_path, live_ns.name)
+    report = l2_evict.evict(str(l2), high="90%", low="80%", capacity="1Mi", live=live, dead_grace_s=600)
+    assert not dead_ns.exists(), "an idle dead namespace goes entirely, its directory too"
+    assert report["dead_files"] == 4 and report["dead_bytes"] == 35 * KiB
+    assert report["dead_namespaces"] == [dead_ns.name, rolling_ns.name]
+    assert report["dead_namespaces_in_grace"] == [rolling_ns.name]
+    assert rolling.exists() and kept.exists() and all(p.exists() for p in live_chunks)
+    assert report["evicted_files"] == 0, "below the high watermark no live chunk goes"
+    assert report["used_bytes_after"] == report["used_bytes_before"] - 35 * KiB
+    assert "4 dead-namespace files" in report["summary"] and "1 of 2 dead namespaces" in report["summary"]
+    assert not any(p.exists() for p in [*dead_chunks, stale_temp])
+
+
+def test_without_a_live_list_every_namespace_is_live(l2: Path) -> None:
+    namespace = l2 / "qwen.bbbbbbbbbbbb"
+    namespace.mkdir()
+    chunk(namespace, "d", 10 * KiB, age_s=9000)
+    report = l2_evict.evict(str(l2), high="90%", low="80%", capacity="1Mi")
+    assert report["dead_namespaces"] == [] and report["dead_files"] == 0
+    assert list(namespace.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [(None, "No such file"), ("qwen.aaaaaaaaaaaa\n../etc\n", "not a namespace directory name")],
+)
+def test_bad_live_lists_are_usage_errors(tmp_path: Path, content: str | None, message: str) -> None:
+    listing = tmp_path / "live.txt"
+    if content is not None:
+        listing.write_text(content)
+    with pytest.raises(l2_evict.UsageError, match=message):
+        l2_evict.read_live(str(listing))
+
+
+def test_links_never_lead_outside_the_root(l2: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    precious = [chunk(outside, f"p{i}", 10 * KiB, age_s=9000) for i in range(3)]
+    (l2 / "qwen.dddddddddddd").symlink_to(outside, target_is_directory=True)  # a namespace that is a link
+    (l2 / "escape.data").symlink_to(precious[0])  # a chunk that is a link
+    chunk(l2, "mine", 10 * KiB, age_s=9000)
+    report = l2_evict.evict(str(l2), high="1Ki", low="0", live=set(), dead_grace_s=0)
+    assert all(p.exists() for p in precious)
+    assert report["evicted_files"] == 1 and report["dead_files"] == 0
+
+
+def test_a_directory_swapped_for_a_link_after_the_scan_is_not_followed(
+    l2: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    namespace = l2 / "qwen.aaaaaaaaaaaa"
+    namespace.mkdir()
+    victims = [chunk(namespace, f"c{i}", 10 * KiB, age_s=9000) for i in range(3)]
+    outside = tmp_path / "outside"
+    real_scan = l2_evict.scan
+
+    def scan_then_swap(directory: str, live: set[str] | None = None) -> l2_evict.Scan:
+        found = real_scan(directory, live)
+        namespace.rename(outside)  # same files, now outside the root, and a link where the directory was
+        namespace.symlink_to(outside, target_is_directory=True)
+        return found
+
+    monkeypatch.setattr(l2_evict, "scan", scan_then_swap)
+    report = l2_evict.evict(str(l2), high="1Ki", low="0")
+    assert all((outside / v.name).exists() for v in victims)
+    assert report["evicted_files"] == 0 and report["skipped_rewritten"] == 3
+
+
+def test_files_vanishing_under_the_run_are_counted_not_errors(
+    l2: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = [chunk(l2, f"c{i}", 10 * KiB, age_s=9000 - i) for i in range(4)]
+    real_scan = l2_evict.scan
+
+    def scan_then_remove(directory: str, live: set[str] | None = None) -> l2_evict.Scan:
+        found = real_scan(directory, live)
+        files[0].unlink()  # another evictor, or an operator, got there first
+        return found
+
+    monkeypatch.setattr(l2_evict, "scan", scan_then_remove)
+    report = l2_evict.evict(str(l2), high="25Ki", low="20Ki")
+    assert report["vanished"] == 1 and report["evicted_files"] == 1
+    assert report["evicted_bytes"] == 10 * KiB and report["used_bytes_after"] == 20 * KiB
+
+
+def test_work_per_run_is_bounded(l2: Path) -> None:
+    for i in range(10):
+        chunk(l2, f"c{i}", 10 * KiB, age_s=9000 - i)
+    report = l2_evict.evict(str(l2), high="10Ki", low="0", max_files=3)
+    assert report["evicted_files"] == 3 and len(list(l2.glob("*.data"))) == 7
+    assert report["stopped"] == "max-files 3" and report["ok"] is False
+    assert "stopped at max-files 3" in report["summary"]
+    with pytest.raises(l2_evict.UsageError, match="must be positive"):
+        l2_evict.evict(str(l2), high="10Ki", low="0", max_files=0)
+
+
+def test_dry_run_reports_dead_namespaces_and_removes_nothing(l2: Path) -> None:
+    dead = l2 / "qwen.bbbbbbbbbbbb"
+    dead.mkdir()
+    chunk(dead, "d", 10 * KiB, age_s=9000)
+    report = l2_evict.evict(str(l2), high="90%", low="80%", capacity="1Mi", live=set(), dry_run=True)
+    assert report["dead_files"] == 1 and "would remove 1 dead-namespace files" in report["summary"]
+    assert list(dead.iterdir())
+
+
+def test_two_runs_at_once_never_double_delete(l2: Path) -> None:
+    """Two evictors on one directory (CronJob runs overlapping despite concurrencyPolicy, or two releases):
+    every file is removed by exactly one of them and neither fails."""
+    count = 400
+    for i in range(count):
+        chunk(l2, f"c{i:04d}", 1 * KiB, age_s=9000 - i)
+    barrier = threading.Barrier(2)
+    reports: list[dict] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            barrier.wait()
+            reports.append(l2_evict.evict(str(l2), high="100Ki", low="0"))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    removed = count - len(list(l2.glob("*.data")))
+    assert removed == count
+    assert sum(r["evicted_files"] for r in reports) == removed
+    assert sum(r["evicted_files"] + r["vanished"] for r in reports) >= count
+
+
+def test_cli_reads_the_live_list(l2: Path, tmp_path: Path) -> None:
+    dead = l2 / "qwen.bbbbbbbbbbbb"
+    dead.mkdir()
+    chunk(dead, "d", 10 * KiB, age_s=9000)
+    listing = tmp_path / "live.txt"
+    listing.write_text("qwen.aaaaaaaaaaaa\n")
+    argv = ["--dir", str(l2), "--high", "90%", "--low", "80%", "--capacity", "1Mi", "--live", str(listing)]
+    run = subprocess.run([sys.executable, str(SCRIPT), *argv], capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["dead_files"] == 1 and not dead.exists()
+    bad = subprocess.run(
+        [sys.executable, str(SCRIPT), *argv[:-1], str(tmp_path / "none")], capture_output=True, text=True
+    )
+    assert bad.returncode == 2 and "--live" in json.loads(bad.stdout)["summary"]

@@ -101,7 +101,14 @@ LMCache remote_url of one model's L2 namespace: host and port are placeholders i
 LMCache's fs connector creates the directory at start. Input: dict "root" $ "model" <models[] entry>.
 */}}
 {{- define "kv-tiered-inference.remoteUrl" -}}
-{{- printf "fs://localhost:0%s/%s/" .root.Values.cache.l2.mountPath (include "kv-tiered-inference.l2Namespace" .) -}}
+{{- printf "fs://localhost:0%s/" (include "kv-tiered-inference.l2Dir" .) -}}
+{{- end -}}
+
+{{/*
+The directory of one model's L2 namespace in the engine pods. Input: dict "root" $ "model" <models[] entry>.
+*/}}
+{{- define "kv-tiered-inference.l2Dir" -}}
+{{- printf "%s/%s" .root.Values.cache.l2.mountPath (include "kv-tiered-inference.l2Namespace" .) -}}
 {{- end -}}
 
 {{/*
@@ -148,8 +155,42 @@ pre_caching_hash_algorithm: {{ $cache.hashAlgorithm }}
 local_cpu: {{ $cache.l1.enabled }}
 {{- /* LMCache allocates its CPU buffer from max_local_cpu_size even with local_cpu off (L2 transfers stage there). */}}
 max_local_cpu_size: {{ include "kv-tiered-inference.l1SizeGiB" . }}
-{{- if $cache.l2.enabled }}
+{{- if include "kv-tiered-inference.recordHits" .root }}
+{{- /* The same fs connector and files, loaded through LMCache's remote storage plugin framework as
+l2_hits.py's subclass, which records each hit as the chunk's atime (docs/eviction.md). */}}
+remote_storage_plugins: [kvtier_l2]
+remote_serde: naive
+extra_config:
+  remote_storage_plugin.kvtier_l2.module_path: l2_hits
+  remote_storage_plugin.kvtier_l2.class_name: HitRecordingFSConnector
+  remote_storage_plugin.kvtier_l2.base_path: {{ include "kv-tiered-inference.l2Dir" . | quote }}
+  remote_storage_plugin.kvtier_l2.hit_interval_s: {{ $cache.l2.eviction.hitIntervalSeconds }}
+{{- else if $cache.l2.enabled }}
 remote_url: {{ include "kv-tiered-inference.remoteUrl" . | quote }}
 remote_serde: naive
+{{- end }}
+{{- end -}}
+
+{{/*
+"true" when the engines record L2 hits (cache.l2.eviction.recordHits, standalone target, L2 on).
+*/}}
+{{- define "kv-tiered-inference.recordHits" -}}
+{{- $l2 := .Values.cache.l2 -}}
+{{- if and (eq .Values.target "standalone") $l2.enabled $l2.eviction.recordHits -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+Where the engines import l2_hits.py from (the podscripts ConfigMap) when they record hits.
+*/}}
+{{- define "kv-tiered-inference.podscriptsMountPath" -}}/opt/kvtier/podscripts{{- end -}}
+
+{{/*
+The L2 namespace directories of every model this release deploys, one per line (the eviction job's live
+list; kv-tiered-inference.l2Namespace, the same on both targets).
+*/}}
+{{- define "kv-tiered-inference.liveNamespaces" -}}
+{{- range $i, $model := .Values.models }}
+{{- if $i }}{{ "\n" }}{{ end }}
+{{- include "kv-tiered-inference.l2Namespace" (dict "root" $ "model" $model) }}
 {{- end }}
 {{- end -}}

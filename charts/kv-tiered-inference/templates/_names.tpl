@@ -67,3 +67,10 @@ kv-tiered-inference/model: {{ .model.name }}
 {{- define "kv-tiered-inference.podscriptsName" -}}
 {{- printf "%s-podscripts" (include "kv-tiered-inference.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
+
+{{/*
+The eviction CronJob and its ConfigMap: a CronJob name may not exceed 52 characters (its Jobs append a suffix).
+*/}}
+{{- define "kv-tiered-inference.l2EvictionName" -}}
+{{- printf "%s-l2-eviction" (include "kv-tiered-inference.fullname" . | trunc 40 | trimSuffix "-") -}}
+{{- end -}}

@@ -47,9 +47,12 @@ def _flag(args: list[str], name: str, default: str) -> str:
 def pod_case(engine: rendered.RenderedEngine, l2_volume: Path, work_dir: Path, shape: dict[str, int]) -> Pod:
     """A probe case for one engine pod of `engine`; `shape`: layers, kv_heads, head_size of its model's KV."""
     config_dir = work_dir / "etc-lmcache"
-    local = rendered.local_process(
-        engine, Path("python"), {"l2cache": l2_volume, "model": work_dir / "models"}, config_dir, port=0
-    )
+    volumes = {
+        "l2cache": l2_volume,
+        "model": work_dir / "models",
+        "podscripts": rendered.CHART / "files" / "podscripts",
+    }
+    local = rendered.local_process(engine, Path("python"), volumes, config_dir, port=0)
     args = engine.args
     case = {
         "config": str(config_dir / "lmcache.yaml"),
@@ -58,6 +61,8 @@ def pod_case(engine: rendered.RenderedEngine, l2_volume: Path, work_dir: Path, s
         "world_size": int(_flag(args, "--tensor-parallel-size", "1")),
         "worker_id": 0,
         "dtype": DTYPES[_flag(args, "--dtype", "bfloat16")],
+        # The pod's PYTHONPATH (the podscripts ConfigMap when it records hits), for LMCache's plugin loader.
+        "pythonpath": [p for p in local.env.get("PYTHONPATH", "").split(":") if p],
         **shape,
     }
     return Pod(case, local.env["PYTHONHASHSEED"], local.l2_dir)

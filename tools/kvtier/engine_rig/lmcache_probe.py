@@ -7,8 +7,9 @@ lmcache-cpu-copy stand-in). Runs in the engine venv (vLLM importable, so PYTHONH
 
 CASES: a JSON list; each case {"action": "store"|"lookup", "config": path of lmcache.yaml, "model_arg",
 "served_model_name", "world_size", "worker_id", "dtype", "layers", "kv_heads", "head_size", "tokens": [...],
-"kv_seed", "fault": optional "delete_after_lookup", "skip_prefix": optional n, a multiple of the chunk
-size: store only past the first n tokens, as vLLM does past a prefix it already stored} runs on a fresh
+"kv_seed", "pythonpath": optional list (the pod's PYTHONPATH), "fault": optional "delete_after_lookup",
+"skip_prefix": optional n, a multiple of the chunk size: store only past the first n tokens, as vLLM does
+past a prefix it already stored} runs on a fresh
 engine (its own L1), one after another in this process (one PYTHONHASHSEED).
 `store` writes the chunks of `tokens` (KV drawn from kv_seed) and waits until each chunk's L2 write has
 landed or failed ("stored_files", "failed_puts"); `lookup` asks
@@ -66,7 +67,14 @@ def engine_for(request: dict[str, Any], chunk_size: int, config: LMCacheEngineCo
 
 
 def l2_dir(config: LMCacheEngineConfig) -> Path:
-    return Path(str(config.remote_url).removeprefix("fs://localhost:0"))
+    """remote_url's directory, or the fs connector plugin's base path (the chart's recordHits form)."""
+    if config.remote_url:
+        return Path(str(config.remote_url).removeprefix("fs://localhost:0"))
+    extra = config.extra_config or {}
+    (base,) = [
+        v for k, v in extra.items() if k.startswith("remote_storage_plugin.") and k.endswith(".base_path")
+    ]
+    return Path(base)
 
 
 def failed_puts(engine: Any) -> int:
@@ -92,6 +100,9 @@ def wait_for_puts(
 
 def run_case(request: dict[str, Any]) -> dict[str, Any]:
     action = request["action"]
+    for entry in request.get("pythonpath", []):  # as the pod's PYTHONPATH would
+        if entry not in sys.path:
+            sys.path.insert(0, entry)
     config = LMCacheEngineConfig.from_file(request["config"])
     tokens = torch.tensor(request["tokens"], dtype=torch.long)
     slots = torch.arange(len(tokens), dtype=torch.long)

@@ -90,7 +90,13 @@ def local_process(
     table = {engine.mounts[name]: local for name, local in volumes.items() if name in engine.mounts}
     table[LMCACHE_CONFIG_DIR] = config_dir
     config = dict(engine.lmcache_config)
-    config["remote_url"] = _remap(str(config.get("remote_url", "")), table)
+    if "remote_url" in config:
+        config["remote_url"] = _remap(str(config["remote_url"]), table)
+    extra = dict(config.get("extra_config") or {})
+    for key in [k for k in extra if k.startswith("remote_storage_plugin.") and k.endswith(".base_path")]:
+        extra[key] = _remap(str(extra[key]), table)
+    if extra:
+        config["extra_config"] = extra
     config_dir.mkdir(parents=True, exist_ok=True)
     (config_dir / "lmcache.yaml").write_text(yaml.safe_dump(config))
     args = [_remap(a, table) for a in engine.args]
@@ -99,8 +105,21 @@ def local_process(
             raise RigError(f"the chart's vllm args have no {flag}")
         args[args.index(flag) + 1] = value
     env = {name: _remap(value, table) for name, value in engine.env.items()}
-    l2 = Path(config["remote_url"].removeprefix("fs://localhost:0"))
-    return LocalEngine([str(python), str(VLLM_CLI), *args], env, l2)
+    return LocalEngine([str(python), str(VLLM_CLI), *args], env, Path(l2_path(config)))
+
+
+def l2_path(config: dict[str, Any]) -> str:
+    """The L2 directory of a rendered LMCache file: remote_url's path, or the fs connector plugin's base path
+    when the engines record hits (cache.l2.eviction.recordHits)."""
+    if config.get("remote_url"):
+        return str(config["remote_url"]).removeprefix("fs://localhost:0")
+    extra = config.get("extra_config") or {}
+    paths = [
+        v for k, v in extra.items() if k.startswith("remote_storage_plugin.") and k.endswith(".base_path")
+    ]
+    if len(paths) != 1:
+        raise RigError(f"the rendered LMCache file names no single L2 directory: {config}")
+    return str(paths[0])
 
 
 def describe(engine: RenderedEngine) -> str:
