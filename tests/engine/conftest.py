@@ -44,3 +44,14 @@ def engines(rig: engine_rig.EngineRig | str, need) -> engine_rig.EngineRig:
     assert isinstance(rig, engine_rig.EngineRig)
     assert rig.started, "the rig was stopped (engine tests must run together)"
     return rig
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest, need) -> Path:
+    """A scratch directory per test module for the probe-based tests (no running rig needed, only the
+    engine venv): named after the module."""
+    try:
+        engine_rig.engine_python()
+    except RigError as error:
+        need(False, f"engine rig unavailable: {error}")
+    return tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_"))

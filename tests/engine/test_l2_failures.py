@@ -15,8 +15,6 @@ from typing import Any
 import pytest
 
 from kvtier.engine_rig import invariants, rendered, tiers
-from kvtier.engine_rig import rig as engine_rig
-from kvtier.engine_rig.errors import RigError
 
 TINY = {"layers": 2, "kv_heads": 2, "head_size": 64}
 TOKENS = invariants.prompt_tokens(600, seed=5)  # two whole chunks of 256
@@ -24,15 +22,6 @@ TOKENS = invariants.prompt_tokens(600, seed=5)  # two whole chunks of 256
 # tokens + LMCache's 28-byte header.
 CHUNK_BYTES = 2 * 2 * 2 * 64 * 2 * 256 + 28
 DAMAGES = ("race", "truncated", "zero-length", "crashed-writer", "wiped", "full", "read-only")
-
-
-@pytest.fixture(scope="module")
-def work(tmp_path_factory: pytest.TempPathFactory, need) -> Path:
-    try:
-        engine_rig.engine_python()
-    except RigError as error:
-        need(False, f"engine rig unavailable: {error}")
-    return tmp_path_factory.mktemp("failures")
 
 
 @pytest.fixture(scope="module")

@@ -16,20 +16,9 @@ from pathlib import Path
 import pytest
 
 from kvtier.engine_rig import invariants, rendered, tiers
-from kvtier.engine_rig import rig as engine_rig
-from kvtier.engine_rig.errors import RigError
 
 TINY = {"layers": 2, "kv_heads": 2, "head_size": 64}
 TOKENS = invariants.prompt_tokens(600, seed=11)  # two whole chunks of 256
-
-
-@pytest.fixture(scope="module")
-def work(tmp_path_factory: pytest.TempPathFactory, need) -> Path:
-    try:
-        engine_rig.engine_python()
-    except RigError as error:
-        need(False, f"engine rig unavailable: {error}")
-    return tmp_path_factory.mktemp("hits")
 
 
 def mount_options(path: Path) -> str:

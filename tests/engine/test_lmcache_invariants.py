@@ -16,22 +16,11 @@ from typing import Any
 import pytest
 
 from kvtier.engine_rig import invariants, rendered, tiers
-from kvtier.engine_rig import rig as engine_rig
-from kvtier.engine_rig.errors import RigError
 from kvtier.upstream import lmcache_key
 
 TINY = {"layers": 2, "kv_heads": 2, "head_size": 64}
 QWEN2_7B = {"layers": 28, "kv_heads": 4, "head_size": 128}  # Qwen2-7B's KV shape (synthetic tensors)
 TOKENS = invariants.prompt_tokens(600)  # two whole chunks of 256
-
-
-@pytest.fixture(scope="module")
-def work(tmp_path_factory: pytest.TempPathFactory, need) -> Path:
-    try:
-        engine_rig.engine_python()
-    except RigError as error:
-        need(False, f"engine rig unavailable: {error}")
-    return tmp_path_factory.mktemp("invariants")
 
 
 def render_pod(work: Path, overlay: dict[str, Any], name: str, shape: dict[str, int]) -> invariants.Pod:

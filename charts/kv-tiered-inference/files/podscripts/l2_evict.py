@@ -180,7 +180,7 @@ def _walk_files(root_fd: int, relative: str) -> Iterable[tuple[str, os.stat_resu
     """(path below `relative`, stat) of every regular file under the directory, links never followed."""
     try:
         fd = os.open(relative, _DIR_FLAGS, dir_fd=root_fd)
-    except (FileNotFoundError, NotADirectoryError, OSError):
+    except OSError:  # gone, or not a directory any more
         return
     try:
         for entry in _entries(fd):
@@ -441,19 +441,28 @@ def _remove_dead(
             report["stopped"] = budget.exhausted()
             if report["stopped"]:
                 return used
-            state = remover.state(chunk)
-            if state is False:
-                report["skipped_rewritten"] += 1
-                continue
-            used -= chunk.size
-            if state is None or not remover.remove(chunk):
-                report["vanished"] += 1
-                continue
-            budget.removed += 1
-            report["dead_files"] += 1
-            report["dead_bytes"] += chunk.size
+            outcome = _remove_one(chunk, remover, budget, report)
+            if outcome != "rewritten":
+                used -= chunk.size
+            if outcome == "removed":
+                report["dead_files"] += 1
+                report["dead_bytes"] += chunk.size
         remover.prune(name)
     return used
+
+
+def _remove_one(chunk: Chunk, remover: _Remover, budget: _Budget, report: dict) -> str:
+    """Remove one scanned file unless it changed since the scan: "removed", "rewritten" (kept) or
+    "vanished" (someone else removed it; its space is free all the same)."""
+    state = remover.state(chunk)
+    if state is False:
+        report["skipped_rewritten"] += 1
+        return "rewritten"
+    if state is None or not remover.remove(chunk):
+        report["vanished"] += 1
+        return "vanished"
+    budget.removed += 1
+    return "removed"
 
 
 def _remove_lru(
@@ -474,15 +483,11 @@ def _remove_lru(
         if chunk.mtime_ns > young_after_ns:
             report["skipped_young"] += 1
             continue
-        state = remover.state(chunk)
-        if state is False:
-            report["skipped_rewritten"] += 1
+        outcome = _remove_one(chunk, remover, budget, report)
+        if outcome != "rewritten":
+            used -= chunk.size
+        if outcome != "removed":
             continue
-        used -= chunk.size
-        if state is None or not remover.remove(chunk):
-            report["vanished"] += 1
-            continue
-        budget.removed += 1
         report["evicted_files"] += 1
         report["evicted_bytes"] += chunk.size
         if len(report["evicted"]) < REPORT_NAMES:
