@@ -184,14 +184,14 @@ def _walk_files(root_fd: int, relative: str) -> Iterable[tuple[str, os.stat_resu
         return
     try:
         for entry in _entries(fd):
-            try:
-                info = os.stat(entry.name, dir_fd=fd, follow_symlinks=False)
-            except FileNotFoundError:
-                continue
             if entry.is_dir(follow_symlinks=False):
                 for below, below_info in _walk_files(fd, entry.name):
                     yield f"{entry.name}/{below}", below_info
             elif entry.is_file(follow_symlinks=False):
+                try:  # a stat per file only: each is a metadata round trip on the FUSE mount
+                    info = os.stat(entry.name, dir_fd=fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
                 yield entry.name, info
     finally:
         os.close(fd)
@@ -271,37 +271,33 @@ class _Remover:
             raise
         return fd, parts[-1]
 
-    def state(self, chunk: Chunk) -> bool | None:
-        """True when the file is still the one scanned; False when rewritten; None when gone."""
+    def remove_unchanged(self, chunk: Chunk) -> str:
+        """Remove the file if it is still the one scanned (inode, size, mtime), through one opening of its
+        directory: "removed", "rewritten" (kept: changed, or its directory is no longer ours) or
+        "vanished" (gone already)."""
         try:
             fd, name = self._parent(chunk)
         except FileNotFoundError:
-            return None
+            return "vanished"
         except OSError:
-            return False  # a link or a file where the directory was (ENOTDIR, ELOOP): not ours to follow
+            return (
+                "rewritten"  # a link or a file where the directory was (ENOTDIR, ELOOP): not ours to follow
+            )
         try:
-            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
-        except FileNotFoundError:
-            return None
+            try:
+                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                return "vanished"
+            if (info.st_ino, info.st_size, info.st_mtime_ns) != (chunk.inode, chunk.size, chunk.mtime_ns):
+                return "rewritten"
+            if not self.dry_run:
+                try:
+                    os.unlink(name, dir_fd=fd)
+                except FileNotFoundError:
+                    return "vanished"
+            return "removed"
         finally:
             os.close(fd)
-        return (info.st_ino, info.st_size, info.st_mtime_ns) == (chunk.inode, chunk.size, chunk.mtime_ns)
-
-    def remove(self, chunk: Chunk) -> bool:
-        """Remove the file; False when it vanished first."""
-        if self.dry_run:
-            return True
-        try:
-            fd, name = self._parent(chunk)
-        except OSError:  # gone, or no longer a directory of ours since state() looked
-            return False
-        try:
-            os.unlink(name, dir_fd=fd)
-        except FileNotFoundError:
-            return False
-        finally:
-            os.close(fd)
-        return True
 
     def prune(self, namespace: str) -> None:
         """Remove an emptied dead namespace directory tree (bottom up); anything still in it stays."""
@@ -454,15 +450,14 @@ def _remove_dead(
 def _remove_one(chunk: Chunk, remover: _Remover, budget: _Budget, report: dict) -> str:
     """Remove one scanned file unless it changed since the scan: "removed", "rewritten" (kept) or
     "vanished" (someone else removed it; its space is free all the same)."""
-    state = remover.state(chunk)
-    if state is False:
+    outcome = remover.remove_unchanged(chunk)
+    if outcome == "rewritten":
         report["skipped_rewritten"] += 1
-        return "rewritten"
-    if state is None or not remover.remove(chunk):
+    elif outcome == "vanished":
         report["vanished"] += 1
-        return "vanished"
-    budget.removed += 1
-    return "removed"
+    else:
+        budget.removed += 1
+    return outcome
 
 
 def _remove_lru(
