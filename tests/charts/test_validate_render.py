@@ -24,6 +24,8 @@ CHECKS = [
     "HyperPod SDK",
     "cross-pod (rendered)",
     "policy",
+    "API server (dry run)",  # opt-in (--server): skipped, saying so
+    "vLLM arguments",  # opt-in (--vllm): skipped, saying so
 ]
 
 
@@ -62,6 +64,9 @@ def test_every_environment_passes_every_layer(capsys: pytest.CaptureFixture[str]
             assert env["checks"][check]["status"] == expected, (env["file"], check, env["checks"][check])
         for minor in kube.DEFAULT_MINORS:
             assert env["checks"][f"k8s {minor}"]["status"] in ("ok", "warning"), (env["file"], minor)
+        for opt_in in ("API server (dry run)", "vLLM arguments"):
+            assert env["checks"][opt_in] == {"status": "skipped", "detail": env["checks"][opt_in]["detail"]}
+            assert env["checks"][opt_in]["detail"].startswith("not asked"), env["checks"][opt_in]
 
 
 def test_standalone_environments_render_an_lmcache_config_and_pass_its_loader(capsys) -> None:

@@ -171,6 +171,76 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
         _model(source={"huggingface": {"token": "hf_abc"}}),
         "literal secret",
     ),
+    "requests-within-limits": (
+        _nothing,
+        _model(resources={"requests": {"cpu": "8", "memory": "96Gi"}, "limits": {"memory": "64Gi"}}),
+        "requests.memory 96Gi is above limits.memory 64Gi",
+    ),
+    "gpus-fit-instance": (
+        _model(gpusPerReplica=4, instanceType="ml.g6e.12xlarge"),
+        _model(gpusPerReplica=2),
+        "ml.g6e.4xlarge has 1",
+    ),
+    "memory-fits-instance": (
+        _model(resources={"requests": {"memory": "120Gi"}, "limits": {"memory": "120Gi"}}),
+        _model(resources={"requests": {"memory": "200Gi"}, "limits": {"memory": "200Gi"}}),
+        "is above the 128 GiB of ml.g6e.4xlarge",
+    ),
+    "ports-distinct": (
+        _set("router", value={"port": 8080, "metricsPort": 29000}),
+        _set("router", value={"port": 8080, "metricsPort": 8080}),
+        "router: port 8080 is also router.port",
+    ),
+    "grace-covers-prestop": (
+        _set("engine", value={"terminationGracePeriodSeconds": 120, "preStopSleepSeconds": 10}),
+        _set("engine", value={"terminationGracePeriodSeconds": 30, "preStopSleepSeconds": 30}),
+        "leaves nothing of terminationGracePeriodSeconds 30",
+    ),
+    "router-serves-engines": (
+        _set("router", value={"replicas": 1}),
+        _set("router", value={"replicas": 0}),
+        "router.replicas is 0",
+    ),
+    "model-names-unique": (
+        _second_model(),
+        _second_model(name="qwen2-7b"),
+        "models[1].name 'qwen2-7b' is also models[0].name",
+    ),
+    "test-prompt-fits-context": (
+        _set("tests", value={"crosspodWords": 1500}),
+        _set("tests", value={"crosspodWords": 9000}),
+        "is at least 9016 tokens, above models[0].maxModelLen 8192",
+    ),
+    "eviction-watermarks": (
+        _set("cache", "l2", "eviction", value={"highWatermark": "85%", "lowWatermark": "400Gi"}),
+        _set("cache", "l2", "eviction", value={"highWatermark": "85%", "lowWatermark": "90%"}),
+        "lowWatermark 90% (450.0 GiB) is above highWatermark 85% (425.0 GiB)",
+    ),
+    "eviction-schedule-cron": (
+        _set("cache", "l2", "eviction", value={"schedule": "@every 10m"}),
+        _set("cache", "l2", "eviction", value={"schedule": "0 0 * * 7"}),
+        "day of week field '7': 7 is above the maximum 6",
+    ),
+    "l2-claim-within-pool": (
+        _set("cache", "l2", "claim", "size", value="1000Gi"),
+        _set("cache", "l2", "claim", "size", value="1001Gi"),
+        "is more than the pool of the 2 GPU node(s) the models fill (500 GiB each",
+    ),
+    "tp-divides-heads": (
+        _model(gpusPerReplica=4),
+        _model(gpusPerReplica=7),
+        "tensor parallel size 7 and qwen2-7b's 4 KV heads do not divide one another",
+    ),
+    "max-model-len-within-model": (
+        _model(maxModelLen=32768),
+        _model(maxModelLen=65536),
+        "models[0].maxModelLen 65536 is above qwen2-7b's limit of 32768 positions",
+    ),
+    "block-size-supported": (
+        _both(_set("engine", value={"accelerator": "cpu"}), _model(extraArgs=["--block-size", "64"])),
+        _both(_set("engine", value={"accelerator": "cpu"}), _model(extraArgs=["--block-size", "48"])),
+        "--block-size 48 is not a multiple of 32 (vLLM CPU)",
+    ),
 }
 DEPLOYED = {"curvine": {"master": {"replicas": 3}}}
 

@@ -122,6 +122,17 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
         _add({**ROLE, "rules": [{"apiGroups": ["*"], "resources": ["pods"], "verbs": ["get"]}]}),
         "'*' in apiGroups",
     ),
+    "objects-unique": (
+        # the same name in another namespace, or of another kind, is another object
+        lambda manifests: manifests.extend(
+            [
+                {**copy.deepcopy(DEPLOYMENT), "metadata": {"name": "engine", "namespace": "other"}},
+                {**copy.deepcopy(DEPLOYMENT), "kind": "StatefulSet"},
+            ]
+        ),
+        _add(copy.deepcopy(DEPLOYMENT)),
+        "Deployment 'engine' is rendered more than once",
+    ),
     "policy-no-inline-secrets": (
         _add({"kind": "Secret", "metadata": {"name": "empty"}}),
         _container(env=[{"name": "HF_TOKEN", "value": "hf_abc"}]),

@@ -299,6 +299,11 @@ def _brief(line: str) -> str:
     return f"{record.get('level', '')} {record.get('msg', '')} {extras if extras else ''}".strip()
 
 
+def running(name: str = DEFAULT_NAME) -> bool:
+    """Whether the cluster's API server answers /readyz now."""
+    return _ready(name)
+
+
 def _ready(name: str) -> bool:
     """True when the cluster's API server answers /readyz with ok."""
     if not kubeconfig_path(name).exists():

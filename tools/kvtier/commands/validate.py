@@ -10,6 +10,7 @@ import argparse
 import gc
 
 from kvtier import helm
+from kvtier.errors import UserError
 from kvtier.validate import render
 from kvtier.validate.options import DEFAULT_MINORS, POD_SECURITY_LEVELS, Options, collect
 
@@ -64,6 +65,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--kube-context", help="compare with the release deployed in this kubeconfig context")
     p.add_argument("--kubeconfig", help="kubeconfig file for --kube-context")
     p.add_argument(
+        "--server",
+        action="store_true",
+        help="dry-run every rendered object on an API server (server-side apply, dryRun=All): the "
+        "--kube-context cluster, else the local control plane (started for the run if not running)",
+    )
+    p.add_argument(
+        "--vllm",
+        action="store_true",
+        help="parse every engine's vllm serve args with the pinned vLLM in the engine venv (make engine)",
+    )
+    p.add_argument(
         "--pod-security",
         type=_level,
         action="append",
@@ -112,7 +124,11 @@ def _run(args: argparse.Namespace) -> int:
         kubeconfig=args.kubeconfig,
         pod_security=dict(args.pod_security),
         jobs=max(args.jobs, 1),
+        server=args.server,
+        vllm=args.vllm,
     )
+    if (options.server or options.vllm) and not options.render:
+        raise UserError("--server and --vllm judge the rendered objects: drop --no-render")
     files = collect(args.paths)
     started = None
     if options.render:

@@ -116,13 +116,19 @@ def _dense_params(
     return float(layers * (attention + mlp) + embeddings)
 
 
-def known_model(model_id: str) -> ModelSpec | None:
-    """The shipped config for a model name or Hugging Face id (case-insensitive), if any."""
+def known_config(model_id: str) -> tuple[str, dict[str, Any]] | None:
+    """(name, config.json subset) shipped for a model name or Hugging Face id (case-insensitive), if any."""
     wanted = model_id.lower().rstrip("/")
     for name, (ids, cfg) in KNOWN_MODELS.items():
         if wanted == name or wanted in (i.lower() for i in ids):
-            return ModelSpec.from_hf_config(name, cfg)
+            return name, cfg
     return None
+
+
+def known_model(model_id: str) -> ModelSpec | None:
+    """The shipped config for a model name or Hugging Face id (case-insensitive), if any."""
+    found = known_config(model_id)
+    return ModelSpec.from_hf_config(*found) if found else None
 
 
 def load_model_config(path: Path) -> ModelSpec:

@@ -20,6 +20,7 @@ KNOWN_MODELS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
         ("Qwen/Qwen2-7B", "Qwen/Qwen2-7B-Instruct"),
         {
             "model_type": "qwen2",
+            "max_position_embeddings": 32768,
             "num_hidden_layers": 28,
             "num_attention_heads": 28,
             "num_key_value_heads": 4,
@@ -40,6 +41,7 @@ KNOWN_MODELS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
         ),
         {
             "model_type": "llama",
+            "max_position_embeddings": 131072,
             "num_hidden_layers": 32,
             "num_attention_heads": 32,
             "num_key_value_heads": 8,
@@ -54,6 +56,7 @@ KNOWN_MODELS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
         ("mistralai/Mistral-7B-v0.1", "mistralai/Mistral-7B-Instruct-v0.1"),
         {
             "model_type": "mistral",
+            "max_position_embeddings": 32768,
             "num_hidden_layers": 32,
             "num_attention_heads": 32,
             "num_key_value_heads": 8,
@@ -69,6 +72,7 @@ KNOWN_MODELS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
         ("google/gemma-2-9b", "google/gemma-2-9b-it"),
         {
             "model_type": "gemma2",
+            "max_position_embeddings": 8192,
             "num_hidden_layers": 42,
             "num_attention_heads": 16,
             "num_key_value_heads": 8,
@@ -87,6 +91,7 @@ KNOWN_MODELS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
         ("deepseek-ai/DeepSeek-V2-Lite", "deepseek-ai/DeepSeek-V2-Lite-Chat"),
         {
             "model_type": "deepseek_v2",
+            "max_position_embeddings": 163840,
             "num_hidden_layers": 27,
             "num_attention_heads": 16,
             "num_key_value_heads": 16,

@@ -8,12 +8,15 @@ from collections.abc import Iterable, Iterator
 # Imported for their registrations: each module's @rule functions add themselves to REGISTRY.
 from kvtier.validate import (  # noqa: F401
     crosspod,
+    engine_rules,
+    eviction_rules,
     hyperpod_rules,
     l2_access_rules,
     podsecurity,
     policy,
     storage_rules,
     values_rules,
+    workload_rules,
 )
 from kvtier.validate.findings import Finding
 from kvtier.validate.loader import format_path
@@ -54,6 +57,7 @@ def run_values(
                     format_path(hit.path),
                     suggestion=r.remedy,
                     reason=r.reason,
+                    severity=hit.severity,
                 )
             )
     return out
@@ -73,6 +77,7 @@ def run_manifests(ctx: ManifestsContext, file: str, only: Iterable[str] | None =
                     subject=hit.subject,
                     suggestion=r.remedy,
                     reason=r.reason,
+                    severity=hit.severity,
                 )
             )
     return out

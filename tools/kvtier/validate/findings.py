@@ -8,6 +8,8 @@ from typing import Any
 # Check names, in the order the summary shows them. k8s schema checks are "k8s <minor>".
 SCHEMA, RULES, LMCACHE, CURVINE, POLICY = "schema", "rules", "LMCache config", "Curvine TOML", "policy"
 HYPERPOD_SDK = "HyperPod SDK"  # rendered InferenceEndpointConfigs through AWS's own models
+SERVER = "API server (dry run)"  # the renders applied with server-side dry run (--server)
+VLLM = "vLLM arguments"  # the engines' args through the pinned vLLM's own parser and config checks (--vllm)
 
 OK, FAILED, WARNED, SKIPPED, UNAVAILABLE = "ok", "failed", "warning", "skipped", "not available"
 

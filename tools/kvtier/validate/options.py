@@ -23,6 +23,8 @@ class Options:
     namespace: str = "kvtier"
     kube_context: str | None = None
     kubeconfig: str | None = None
+    server: bool = False  # dry-run the renders on an API server (--kube-context's, else a local one)
+    vllm: bool = False  # judge the engines' args with the pinned vLLM in the engine venv
     pod_security: dict[str, str] = field(default_factory=dict)
     jobs: int = max(os.cpu_count() or 2, 2)
     schema_source: Path | None = None

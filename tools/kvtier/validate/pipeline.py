@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -37,8 +39,10 @@ from kvtier.validate.findings import (
     POLICY,
     RULES,
     SCHEMA,
+    SERVER,
     SKIPPED,
     UNAVAILABLE,
+    VLLM,
     FileReport,
     Finding,
 )
@@ -230,9 +234,12 @@ def _blocked(report: FileReport, problem: str) -> str:
     return ""
 
 
-def validate(files: list[Path], options: Options, started: render.Started | None = None) -> list[FileReport]:
+def validate(
+    files: list[Path], options: Options, started: render.Started | None = None, judge: Any = None
+) -> list[FileReport]:
     """Every layer for every file. Renders start first (or were started by the caller, `render.start`),
-    so Helm runs while the in-process layers do."""
+    so Helm runs while the in-process layers do. `judge`: an API server (server.Judge) to dry-run on, for
+    callers that hold one; else --server connects one."""
     deployed = None
     if options.kube_context:
         deployed = release_values(
@@ -246,22 +253,95 @@ def validate(files: list[Path], options: Options, started: render.Started | None
         )
     warm = threading.Thread(target=_preload, args=(options,), daemon=True)
     warm.start()  # load schemas while Helm renders
-    reports = [check_values(path, options, deployed)[0] for path in files]
+    checked = [check_values(path, options, deployed) for path in files]
     warm.join()
-    for report, futures in zip(reports, started.pending, strict=True):
-        blocked = _blocked(report, started.problem)
-        renders = [f.result() for f in futures]  # a blocked file's renders are waited for, then dropped
-        if blocked:
-            for major in options.helm_majors:
-                report.skip(f"render helm{major}", blocked)
-            if not report.fatal:
-                check_render(report, [], options)
-            continue
-        for r in renders:
-            found = [render.finding(r, report.file)] if r.error else []
-            report.add(f"render helm{r.major}", found, "" if r.error else f"{len(r.manifests)} objects")
-        check_render(report, renders, options)
-    return reports
+    judged: list[tuple[FileReport, Any, list[dict[str, Any]]]] = []  # for the vLLM layer
+    with _server_judge(options, judge) as judge:
+        for (report, loaded), futures in zip(checked, started.pending, strict=True):
+            blocked = _blocked(report, started.problem)
+            renders = [f.result() for f in futures]  # a blocked file's renders are waited for, then dropped
+            if blocked:
+                for major in options.helm_majors:
+                    report.skip(f"render helm{major}", blocked)
+                if not report.fatal:
+                    check_render(report, [], options)
+                    report.skip(SERVER, blocked)
+                    report.skip(VLLM, blocked)
+                continue
+            for r in renders:
+                found = [render.finding(r, report.file)] if r.error else []
+                report.add(f"render helm{r.major}", found, "" if r.error else f"{len(r.manifests)} objects")
+            check_render(report, renders, options)
+            check_server(report, renders, loaded, judge)
+            good = [r for r in renders if not r.error]
+            if good:
+                judged.append((report, loaded, good[0].manifests))
+            else:
+                report.skip(VLLM, "no render (Helm refused the values)")
+    check_vllm(judged, options)
+    return [report for report, _ in checked]
+
+
+def check_vllm(judged: list[tuple[FileReport, Any, list[dict[str, Any]]]], options: Options) -> None:
+    """The engines' `vllm serve` args of every file through the pinned vLLM, in one probe process."""
+    if not options.vllm:
+        for report, _, _ in judged:
+            report.skip(VLLM, "not asked (--vllm parses the engine args with vLLM in the engine venv)")
+        return
+    from kvtier.validate import vllm_check  # the engine rig: only when asked
+
+    per_file = [
+        (report, loaded, vllm_check.engines(manifests, report.file)) for report, loaded, manifests in judged
+    ]
+    verdicts = vllm_check.probe([e for _, _, engines in per_file for e in engines])
+    for report, loaded, engines in per_file:
+        if not engines:
+            report.skip(VLLM, "no engine Deployment rendered (hyperpod: the operator renders vLLM)")
+        elif isinstance(verdicts, str):
+            report.skip(VLLM, verdicts, UNAVAILABLE)
+        else:
+            mine, verdicts = verdicts[: len(engines)], verdicts[len(engines) :]
+            found = [
+                vllm_check.finding(e, v, loaded)
+                for e, v in zip(engines, mine, strict=True)
+                if not v.get("ok")
+            ]
+            report.add(
+                VLLM, found, "" if found else f"{len(engines)} engine(s), vLLM's parser and config checks"
+            )
+
+
+@contextmanager
+def _server_judge(options: Options, given: Any) -> Iterator[Any]:
+    """The API server that judges the renders (the caller's, or --server's), or None."""
+    if given is not None or not options.server:
+        yield given
+        return
+    from kvtier.validate import server  # the kubernetes client and cluster code: only when asked
+
+    with server.connect(
+        options.namespace, options.kube_context, options.kubeconfig, options.pod_security
+    ) as judge:
+        yield judge
+
+
+def check_server(report: FileReport, renders: list[render.Render], loaded: Any, judge: Any) -> None:
+    """The server-side dry run of one file's renders (Helm 3's and 4's objects, each distinct one once)."""
+    if judge is None:
+        report.skip(SERVER, "not asked (--server dry-runs every object on an API server)")
+        return
+    good = [r for r in renders if not r.error]
+    if not good:
+        report.skip(SERVER, "no render (Helm refused the values)")
+        return
+    from kvtier.validate import server
+
+    unique: dict[str, dict[str, Any]] = {}
+    for r in good:
+        for m in r.manifests:
+            unique.setdefault(json.dumps(m, sort_keys=True, default=str), m)
+    found, detail = server.judge(judge, list(unique.values()), loaded, report.file)
+    report.add(SERVER, found, detail if not found else "")
 
 
 def exit_code(reports: list[FileReport]) -> int:

@@ -24,6 +24,7 @@ class Hit:
     path: KeyPath = ()  # values rules: key path in the values
     subject: str = ""  # manifests rules: Kind/name
     manifest_path: str = ""
+    severity: str = "error"  # or "warning": a likely mistake the rule cannot prove
 
 
 @dataclass

@@ -254,3 +254,58 @@ def kept_test_pods(ctx: ValuesContext) -> Iterator[Hit]:
             "tests.deleteSucceededPods is false while the chart creates the L2 claim itself",
             ("tests", "deleteSucceededPods"),
         )
+
+
+@rule(
+    "model-names-unique",
+    reason="each model's name names its Deployment, Service, router and LMCache ConfigMap: two entries with "
+    "one name render one set of objects, and the second model silently replaces the first",
+    remedy="give every entry of models[] its own name",
+)
+def model_names_unique(ctx: ValuesContext) -> Iterator[Hit]:
+    first: dict[str, int] = {}
+    for i, model in model_entries(ctx.values):
+        name = model.get("name")
+        if not isinstance(name, str):
+            continue
+        if name in first:
+            yield Hit(f"models[{i}].name {name!r} is also models[{first[name]}].name", ("models", i, "name"))
+        else:
+            first[name] = i
+
+
+# The cross-pod test prompt (kvcheck.long_prompt): a nonce sentence, then tests.crosspodWords words from a
+# vocabulary of common English words, each one token or more (a word never shares a token with the next:
+# tokenizers split on spaces first), and about two in the worst subword tokenizers.
+PROMPT_EXTRA_TOKENS = 16  # "Session <12 hex>." and the 4 tokens the check generates, generously
+LIKELY_TOKENS_PER_WORD = 2
+
+
+@rule(
+    "test-prompt-fits-context",
+    reason="helm test sends a prompt of tests.crosspodWords words: longer than a model's max-model-len, "
+    "vLLM refuses it and the cross-pod check fails on a healthy install",
+    remedy="keep tests.crosspodWords well under each model's maxModelLen (about half: one or two tokens a "
+    "word), above the chunk size so that L2 is exercised",
+)
+def test_prompt_fits(ctx: ValuesContext) -> Iterator[Hit]:
+    words = lookup(ctx.values, "tests", "crosspodWords")
+    if not lookup(ctx.values, "tests", "enabled", default=True) or not isinstance(words, int):
+        return
+    for i, model in model_entries(ctx.values):
+        context = model.get("maxModelLen")
+        if not isinstance(context, int):
+            continue
+        if words + PROMPT_EXTRA_TOKENS > context:
+            yield Hit(
+                f"tests.crosspodWords {words} is at least {words + PROMPT_EXTRA_TOKENS} tokens, above "
+                f"models[{i}].maxModelLen {context}",
+                ("tests", "crosspodWords"),
+            )
+        elif words * LIKELY_TOKENS_PER_WORD + PROMPT_EXTRA_TOKENS > context:
+            yield Hit(
+                f"tests.crosspodWords {words} is likely about {words * LIKELY_TOKENS_PER_WORD} tokens with "
+                f"a subword tokenizer, near or above models[{i}].maxModelLen {context}",
+                ("tests", "crosspodWords"),
+                severity="warning",
+            )

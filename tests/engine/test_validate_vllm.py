@@ -1,0 +1,46 @@
+"""`kvtier validate --vllm`: the rendered engine args of values files judged by the pinned vLLM (one probe
+process for all files), each refusal traced to the values key that renders it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from kvtier import paths
+from kvtier.validate import pipeline
+from kvtier.validate.findings import OK, VLLM
+
+
+def _variant(work: Path, name: str, **model: object) -> Path:
+    values = yaml.safe_load((paths.VALUES / "cpu.yaml").read_text())
+    values["models"][0].update(model)
+    path = work / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(values, sort_keys=False))
+    return path
+
+
+def test_vllm_judges_the_engine_args_of_every_file(work: Path) -> None:
+    files = [
+        paths.VALUES / "cpu.yaml",
+        _variant(work, "zero-seqs", extraArgs=["--max-num-seqs", "0"]),
+        _variant(work, "bad-choice", extraArgs=["--kv-cache-dtype", "bogus"]),
+    ]
+    options = pipeline.Options(helm_majors=(3,), minors=("1.35",), vllm=True)
+    good, zero, choice = pipeline.validate(files, options)
+
+    assert good.checks[VLLM].status == OK, good.checks[VLLM]
+    assert "1 engine(s)" in good.checks[VLLM].detail
+    for report, flag in ((zero, "--max-num-seqs"), (choice, "--kv-cache-dtype")):
+        [finding] = [f for f in report.findings if f.check == VLLM]
+        assert finding.message.startswith(flag), finding
+        assert finding.path == "models[0].extraArgs" and finding.line is not None, finding
+        assert finding.subject.startswith("Deployment/"), finding
+        assert pipeline.exit_code([report]) == 1
+
+
+def test_without_the_flag_the_row_says_it_was_not_asked() -> None:
+    [report] = pipeline.validate(
+        [paths.VALUES / "cpu.yaml"], pipeline.Options(helm_majors=(3,), minors=("1.35",))
+    )
+    assert "not asked" in report.checks[VLLM].detail

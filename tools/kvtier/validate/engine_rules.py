@@ -1,0 +1,141 @@
+"""Cross-field rules that hold each model's engine arguments against the model and the pinned vLLM and
+LMCache: what vLLM refuses only once the model's config.json is read (or the weights are loaded).
+
+Facts from the pinned versions' code (vLLM 0.32.0, LMCache 0.5.5; docs/validate.md cites the lines):
+- vLLM refuses a tensor parallel size that does not divide the attention heads (ModelConfig's
+  verify_with_parallel_config); the model code asserts that KV heads and TP divide one another.
+- vLLM refuses --max-model-len above the model's position limit (max_position_embeddings and its kin),
+  unless VLLM_ALLOW_LONG_MAX_MODEL_LEN is set.
+- vLLM CPU's attention backend takes block sizes that are multiples of 32 only, and fails after the
+  weights load otherwise; LMCache's multi-process adapter refuses a chunk size that is not a multiple
+  of vLLM's block size (the in-process connector has no such check).
+Model facts come from the planner's shipped configs (kvtier.plan.facts); unknown models are not judged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from kvtier.plan.capacity import known_config
+from kvtier.validate.rules import Hit, ValuesContext, rule
+from kvtier.validate.values_rules import arg_value, lookup, model_entries
+
+CPU_BLOCK_MULTIPLE = 32  # vllm/v1/attention/backends/cpu_attn.py: MultipleOf(32)
+GPU_DEFAULT_BLOCK_SIZE = 16  # vllm/config/cache.py: CacheConfig.DEFAULT_BLOCK_SIZE
+CPU_DEFAULT_BLOCK_SIZE = 128  # vllm/platforms/cpu.py, when --block-size is not given
+# The position keys vLLM reads for a model's limit (the smallest counts; vllm/config/model.py).
+POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "max_sequence_length")
+
+
+def _tensor_parallel(model: dict[str, Any]) -> int | None:
+    args = model.get("extraArgs")
+    text = (
+        arg_value(args, "--tensor-parallel-size") or arg_value(args, "-tp") or model.get("gpusPerReplica", 1)
+    )
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        return None
+
+
+@rule(
+    "tp-divides-heads",
+    reason="vLLM splits attention heads evenly over the tensor parallel ranks: a size that does not divide "
+    "them (or the KV heads) is refused once the model's config is read, and the pod restarts for ever",
+    remedy="choose gpusPerReplica (the tensor parallel size) among the divisors of the model's attention "
+    "and KV head counts",
+)
+def tp_divides_heads(ctx: ValuesContext) -> Iterator[Hit]:
+    for i, model in model_entries(ctx.values):
+        found = known_config(str(model.get("model") or ""))
+        tp = _tensor_parallel(model)
+        if not found or not tp or tp <= 1:
+            continue
+        name, config = found
+        heads = int(config["num_attention_heads"])
+        kv = int(config.get("num_key_value_heads") or heads)
+        if heads % tp:
+            yield Hit(
+                f"models[{i}] tensor parallel size {tp} does not divide {name}'s {heads} attention heads",
+                ("models", i, "gpusPerReplica"),
+            )
+        elif (kv % tp) if kv >= tp else (tp % kv):
+            yield Hit(
+                f"models[{i}] tensor parallel size {tp} and {name}'s {kv} KV heads do not divide one another",
+                ("models", i, "gpusPerReplica"),
+            )
+
+
+def _allows_long_context(values: dict[str, Any]) -> bool:
+    for env in lookup(values, "engine", "extraEnv", default=[]) or []:
+        if isinstance(env, dict) and env.get("name") == "VLLM_ALLOW_LONG_MAX_MODEL_LEN":
+            return str(env.get("value", "")).lower() in ("1", "true")
+    return False
+
+
+@rule(
+    "max-model-len-within-model",
+    reason="vLLM refuses a --max-model-len above the model's position limit when it reads the model's "
+    "config: the engine never starts",
+    remedy="keep models[].maxModelLen at or below the model's max_position_embeddings (or set "
+    "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 in engine.extraEnv when the model's rope scaling really allows more)",
+)
+def max_model_len_within_model(ctx: ValuesContext) -> Iterator[Hit]:
+    if _allows_long_context(ctx.values):
+        return
+    for i, model in model_entries(ctx.values):
+        found = known_config(str(model.get("model") or ""))
+        length = model.get("maxModelLen")
+        if not found or not isinstance(length, int):
+            continue
+        name, config = found
+        limits = [int(config[k]) for k in POSITION_KEYS if config.get(k)]
+        if limits and length > min(limits):
+            yield Hit(
+                f"models[{i}].maxModelLen {length} is above {name}'s limit of {min(limits)} positions",
+                ("models", i, "maxModelLen"),
+            )
+
+
+def _block_size(model: dict[str, Any], default: int) -> int | None:
+    text = arg_value(model.get("extraArgs"), "--block-size")
+    if text is None:
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        return None  # vLLM's own parser reports it
+
+
+@rule(
+    "block-size-supported",
+    reason="vLLM CPU runs block sizes that are multiples of 32 only (it fails after loading the weights); "
+    "LMCache's multi-process server refuses a chunk size that is not a multiple of the block size",
+    remedy="drop --block-size from extraArgs (the defaults fit), or use a multiple of 32 on CPU and a "
+    "divisor of cache.chunkSize",
+)
+def block_size_supported(ctx: ValuesContext) -> Iterator[Hit]:
+    cpu = (
+        ctx.values.get("target", "standalone") == "standalone"
+        and lookup(ctx.values, "engine", "accelerator") == "cpu"
+    )
+    multiprocess = (
+        ctx.values.get("target") == "hyperpod"
+        and lookup(ctx.values, "hyperpod", "lmcache", "mode") == "MultiProcess"
+    )
+    chunk = lookup(ctx.values, "cache", "chunkSize")
+    for i, model in model_entries(ctx.values):
+        block = _block_size(model, CPU_DEFAULT_BLOCK_SIZE if cpu else GPU_DEFAULT_BLOCK_SIZE)
+        if not block or block <= 0:
+            continue
+        if cpu and block % CPU_BLOCK_MULTIPLE:
+            yield Hit(
+                f"models[{i}] --block-size {block} is not a multiple of {CPU_BLOCK_MULTIPLE} (vLLM CPU)",
+                ("models", i, "extraArgs"),
+            )
+        if multiprocess and isinstance(chunk, int) and chunk % block:
+            yield Hit(
+                f"cache.chunkSize {chunk} is not a multiple of models[{i}]'s block size {block}",
+                ("cache", "chunkSize"),
+            )

@@ -1,0 +1,301 @@
+"""The API server's own judgement of a render: every object applied with server-side dry run.
+
+Each rendered object goes to a real API server as a server-side apply with `dryRun=All` and strict field
+validation, so every rule the server enforces is enforced in its own words: validation (requests vs
+limits, cron schedules, names, ports), defaulting, admission (Pod Security on the namespace's labels) and,
+when the object already exists (an installed release), the update rules: immutable selectors, claim
+sizes that only grow. Nothing is written.
+
+A finding names the values key that produced the refused field when it can be traced (the field's value,
+or the value the server quotes, found in the environment file), and the manifest path otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kvtier.cluster import binaries, discovery, lifecycle, sharing
+from kvtier.cluster.rest import ApiException, Rest
+from kvtier.errors import UserError
+from kvtier.validate.findings import SERVER, Finding
+from kvtier.validate.loader import KeyPath, Loaded, format_path
+
+FIELD_MANAGER = "kvtier-validate"
+LOCAL_CLUSTER = (
+    "kvtier-validate"  # the local control plane a run starts when `kvtier cluster up` is not running
+)
+LOCAL_TIMEOUT = 300.0
+_QUOTED = re.compile(r'Invalid value: "((?:[^"\\]|\\.)*)"')
+_STEP = re.compile(r"\.?([^.\[\]]+)|\[([^\]]*)\]")
+
+
+@dataclass
+class Judge:
+    """One API server and namespace; discovery is read once per run."""
+
+    rest: Rest
+    namespace: str
+    where: str  # "context prod" or "the local control plane": said in the summary
+    local: bool = False  # a control plane of our own: its namespace may be written to
+    _kinds: dict[tuple[str, str], discovery.Resource | None] = field(default_factory=dict)
+
+    def resource(self, api_version: str, kind: str) -> discovery.Resource | None:
+        key = (api_version, kind)
+        if key not in self._kinds:
+            served = discovery.resources(self.rest, api_version)
+            for r in served:
+                self._kinds.setdefault((api_version, r.kind), r)
+            self._kinds.setdefault(key, None)
+        return self._kinds[key]
+
+    def delete(self, manifest: dict[str, Any]) -> None:
+        resource = self.resource(str(manifest.get("apiVersion")), str(manifest.get("kind")))
+        if resource is not None:
+            base = resource.namespaced_path(self.namespace) if resource.namespaced else resource.path
+            try:
+                self.rest.delete(f"{base}/{(manifest.get('metadata') or {}).get('name')}")
+            except ApiException as error:
+                if error.status != 404:
+                    raise
+
+    def namespace_exists(self) -> bool:
+        try:
+            self.rest.get(f"/api/v1/namespaces/{self.namespace}")
+        except ApiException as error:
+            if error.status == 404:
+                return False
+            raise
+        return True
+
+    def apply(self, manifest: dict[str, Any], dry_run: bool = True) -> dict[str, Any] | None:
+        """None when the server accepts the object, else its Status (or a stand-in for a kind it lacks)."""
+        api_version, kind = str(manifest.get("apiVersion")), str(manifest.get("kind"))
+        resource = self.resource(api_version, kind)
+        if resource is None:
+            return {"reason": "NotServed", "message": f"{api_version} {kind} is not served by this cluster"}
+        meta = manifest.get("metadata") or {}
+        namespace = meta.get("namespace") or self.namespace
+        base = resource.namespaced_path(namespace) if resource.namespaced else resource.path
+        try:
+            self.rest.request(
+                "PATCH",
+                f"{base}/{meta.get('name')}",
+                json.dumps(manifest),
+                content_type="application/apply-patch+yaml",
+                query={
+                    "fieldManager": FIELD_MANAGER,
+                    "force": "true",
+                    "fieldValidation": "Strict",
+                    **({"dryRun": "All"} if dry_run else {}),
+                },
+            )
+        except ApiException as error:
+            try:
+                status = json.loads(error.body or "{}")
+            except ValueError:
+                status = {"message": str(error.body)}
+            return status if isinstance(status, dict) else {"message": str(status)}
+        return None
+
+
+@contextmanager
+def connect(
+    namespace: str,
+    kube_context: str | None = None,
+    kubeconfig: str | None = None,
+    pod_security: dict[str, str] | None = None,
+) -> Iterator[Judge]:
+    """The user's cluster (`kube_context`), else the local control plane: the one `kvtier cluster up`
+    runs, or one started for this run (kube-apiserver + etcd on loopback) and stopped after it. On the
+    local one the namespace is created, with the --pod-security level as its enforce label."""
+    if kube_context:
+        yield Judge(Rest.from_kubeconfig(kubeconfig, kube_context), namespace, f"context {kube_context}")
+        return
+    if lifecycle.running():
+        yield local_judge(
+            lifecycle.rest(lifecycle.DEFAULT_NAME), namespace, pod_security, "the running local cluster"
+        )
+        return
+    absent = binaries.missing()
+    if absent:
+        raise UserError(
+            f"--server without --kube-context needs the local control plane, whose binaries are not built "
+            f"({', '.join(absent)}): run `make cluster-tools`, or give --kube-context"
+        )
+    with sharing.shared(LOCAL_CLUSTER, LOCAL_TIMEOUT) as info:
+        yield local_judge(
+            Rest.from_kubeconfig(info.kubeconfig), namespace, pod_security, "a local control plane"
+        )
+
+
+def local_judge(rest: Rest, namespace: str, pod_security: dict[str, str] | None, where: str) -> Judge:
+    labels = {}
+    level = (pod_security or {}).get(namespace)
+    if level:
+        labels = {"pod-security.kubernetes.io/enforce": level}
+    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": labels}}
+    rest.request(
+        "PATCH",
+        f"/api/v1/namespaces/{namespace}",
+        json.dumps(body),
+        content_type="application/apply-patch+yaml",
+        query={"fieldManager": FIELD_MANAGER, "force": "true"},
+    )
+    _install_hyperpod_crds(rest)
+    return Judge(rest, namespace, f"{where} ({rest.host})", local=True)
+
+
+def _install_hyperpod_crds(rest: Rest) -> None:
+    """The HyperPod operator's CRDs as derived from AWS's SDK, so the local server judges the
+    InferenceEndpointConfigs too; without the SDK venv they stay absent (a warning per object says so)."""
+    from kvtier.cluster import hyperpod
+    from kvtier.upstream import hyperpod_crd
+
+    with tempfile.TemporaryDirectory(prefix="kvtier-crds-") as folder:
+        try:
+            hyperpod_crd.write(Path(folder))
+            hyperpod.install_crds(rest, Path(folder))
+        except UserError:
+            return
+
+
+def judge(
+    judge: Judge, manifests: list[dict[str, Any]], loaded: Loaded, file: str
+) -> tuple[list[Finding], str]:
+    """Findings for the objects the server refuses, and a summary of what was judged."""
+    namespaced_ok = judge.namespace_exists()
+    findings: list[Finding] = []
+    judged = 0
+    # The ServiceAccount admission plugin refuses a pod whose account does not exist yet, and a dry run
+    # creates none: on our own control plane the release's accounts are created for real (and removed
+    # after); on a user's cluster a pod that waits for one the release creates is not a finding.
+    accounts = [m for m in manifests if m.get("kind") == "ServiceAccount" and m.get("apiVersion") == "v1"]
+    created = [m for m in accounts if judge.local and namespaced_ok and judge.apply(m, dry_run=False) is None]
+    released = {str((m.get("metadata") or {}).get("name")) for m in accounts}
+    try:
+        for manifest in manifests:
+            resource = judge.resource(str(manifest.get("apiVersion")), str(manifest.get("kind")))
+            if resource is not None and resource.namespaced and not namespaced_ok:
+                continue
+            judged += 1
+            status = judge.apply(manifest)
+            if status is not None and not _waits_for_account(status, released):
+                findings += list(_findings(status, manifest, loaded, file))
+    finally:
+        for account in created:
+            judge.delete(account)
+    detail = f"{judged} objects on {judge.where}"
+    if not namespaced_ok:
+        detail += f"; namespace {judge.namespace!r} does not exist there, its objects not judged"
+    return findings, detail
+
+
+def _waits_for_account(status: dict[str, Any], released: set[str]) -> bool:
+    match = re.search(r'serviceaccount "([^"]+)" not found', str(status.get("message")))
+    return bool(match and match.group(1) in released)
+
+
+def _findings(
+    status: dict[str, Any], manifest: dict[str, Any], loaded: Loaded, file: str
+) -> Iterator[Finding]:
+    subject = f"{manifest.get('kind')}/{(manifest.get('metadata') or {}).get('name')}"
+    reason = str(status.get("reason") or "Invalid")
+    if reason == "NotServed":
+        yield Finding(
+            SERVER,
+            "server.not-served",
+            str(status.get("message")),
+            file,
+            subject=subject,
+            severity="warning",
+            suggestion="install the CRD that serves it (or validate against a cluster that has it)",
+        )
+        return
+    causes = (status.get("details") or {}).get("causes") or [{"message": status.get("message"), "field": ""}]
+    for cause in causes:
+        field_path = str(cause.get("field") or "")
+        message = str(cause.get("message") or status.get("message") or reason)
+        key = trace(field_path, message, manifest, loaded)
+        line, column = loaded.where(key) if key else (None, None)
+        yield Finding(
+            SERVER,
+            f"server.{cause.get('reason') or reason}",
+            f"{field_path}: {message}" if field_path else message,
+            file,
+            line,
+            column,
+            format_path(key) if key else field_path,
+            subject=subject,
+            suggestion="change the value the API server refuses (its words above); the key is the values key "
+            "that produced the field where kvtier could trace it",
+        )
+
+
+def _steps(field_path: str) -> list[str | int]:
+    steps: list[str | int] = []
+    for name, index in _STEP.findall(field_path):
+        if name:
+            steps.append(name)
+        else:
+            steps.append(int(index) if index.isdigit() else index)
+    return steps
+
+
+def _at(tree: Any, steps: list[str | int]) -> Any:
+    for step in steps:
+        listed = isinstance(tree, list) and isinstance(step, int) and step < len(tree)
+        if listed or (isinstance(tree, dict) and step in tree):
+            tree = tree[step]
+        else:
+            return None
+    return tree
+
+
+def _leaves(tree: Any, at: KeyPath = ()) -> Iterator[tuple[KeyPath, Any]]:
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            yield from _leaves(value, (*at, key))
+    elif isinstance(tree, list):
+        for i, value in enumerate(tree):
+            yield from _leaves(value, (*at, i))
+    else:
+        yield at, tree
+
+
+def trace(field_path: str, message: str, manifest: dict[str, Any], loaded: Loaded) -> KeyPath | None:
+    """The key of the environment file whose value became the refused field, when one can be found: a
+    leaf equal to the value the server quotes, else to the field's value (for a mapping such as
+    resources.requests, one of its values), preferring a key with one of the field's names."""
+    steps = _steps(field_path)
+    value = _at(manifest, steps)
+    quoted = _QUOTED.search(message)
+    tiers: list[set[str]] = []
+    if quoted:
+        tiers.append({quoted.group(1)})
+    if value is not None and not isinstance(value, dict | list):
+        tiers.append({str(value)})
+    elif isinstance(value, dict):
+        tiers.append({str(v) for v in value.values() if not isinstance(v, dict | list)})
+    names = {s for s in steps if isinstance(s, str)}
+    last = next((s for s in reversed(steps) if isinstance(s, str)), "")
+    leaves = [(path, str(leaf)) for path, leaf in _leaves(loaded.data) if leaf is not None]
+    for wanted in tiers:
+        matches = [path for path, leaf in leaves if leaf in wanted]
+        for preferred in (
+            [p for p in matches if p and p[-1] == last],
+            [p for p in matches if names & {str(k) for k in p}],
+            matches if len(matches) == 1 else [],
+        ):
+            if preferred:
+                return preferred[0]
+    return None
+
+
+__all__ = ["SERVER", "Judge", "connect", "judge", "trace"]
