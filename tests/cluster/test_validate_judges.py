@@ -269,21 +269,25 @@ def test_validate_refuses_what_the_real_judges_refuse(
 
     refused = [(text, r) for text, r in judged if _errors(r, JUDGES, inside=True)]
     missed_all = [(text, r) for text, r in refused if pipeline.exit_code([r]) == 0]
+    missed_no_server = [(t, r) for t, r in refused if not _errors(r, (SERVER,), inside=False)]
     missed_offline = [(text, r) for text, r in refused if not _errors(r, JUDGES, inside=False)]
-    only_server = collections.Counter(
+    only_judges = collections.Counter(
         f"{f.check}: {f.rule} at {f.path or f.subject}"
         for _, r in missed_offline
         for f in _errors(r, JUDGES, inside=True)
     )
+
+    def rate(missed: list[Any]) -> str:
+        return f"{len(missed)} ({len(missed) / max(len(refused), 1):.1%})"
+
     with capsys.disabled():
         print(
             f"\njudged {len(judged)} generated files (seed {SEED}; {schema_refused} outside the schema "
-            "dropped; "
-            f"vLLM judge {'on' if vllm else 'off'}): the real judges refused {len(refused)}; "
-            f"kvtier validate missed {len(missed_all)} with every layer, {len(missed_offline)} offline "
-            f"({len(missed_offline) / max(len(refused), 1):.1%} of the refused)"
+            f"dropped; vLLM judge {'on' if vllm else 'off'}): the real judges refused {len(refused)}. "
+            f"kvtier validate missed: with every layer {rate(missed_all)}, without the server layer "
+            f"{rate(missed_no_server)}, offline (no server, no vLLM) {rate(missed_offline)}"
         )
-        for cause, count in only_server.most_common():
+        for cause, count in only_judges.most_common():
             print(f"  only a real judge saw: {count:4d} x {cause}")
     assert len(judged) >= FILES
     assert refused, "no generated file was refused by a real judge: the generator tests nothing"

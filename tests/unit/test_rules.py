@@ -241,6 +241,19 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
         _both(_set("engine", value={"accelerator": "cpu"}), _model(extraArgs=["--block-size", "48"])),
         "--block-size 48 is not a multiple of 32 (vLLM CPU)",
     ),
+    "labels-valid": (
+        _both(
+            _set("commonLabels", value={"example.com/team": "ml-1", "empty": ""}),
+            _model(nodeSelector={"a": "b"}),
+        ),
+        _model(nodeSelector={"example.com/tier": "-gpu"}),
+        "label example.com/tier='-gpu': it must be empty or start and end with a letter or digit",
+    ),
+    "tolerations-valid": (
+        _model(tolerations=[{"operator": "Exists"}, {"key": "gpu", "operator": "Equal", "value": "x"}]),
+        _model(tolerations=[{"key": "gpu", "operator": "Exists", "value": "x"}]),
+        "toleration: operator Exists takes no value",
+    ),
 }
 DEPLOYED = {"curvine": {"master": {"replicas": 3}}}
 

@@ -12,6 +12,7 @@ from kvtier.validate import (  # noqa: F401
     eviction_rules,
     hyperpod_rules,
     l2_access_rules,
+    metadata_rules,
     podsecurity,
     policy,
     storage_rules,

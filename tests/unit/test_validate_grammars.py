@@ -1,6 +1,5 @@
-"""The schedule and quantity grammars the rules use, on the cases that surprise people.
-
-tests/cluster/test_validate_server.py compares both with the real API server on generated inputs."""
+"""The grammars the rules judge with (cron schedules, quantities, label keys and values), on the cases that
+surprise people. tests/cluster/test_validate_judges.py compares them with the real API server."""
 
 from __future__ import annotations
 
@@ -8,7 +7,7 @@ from fractions import Fraction
 
 import pytest
 
-from kvtier.validate import cron, quantity
+from kvtier.validate import cron, metadata_rules, quantity
 
 
 @pytest.mark.parametrize(
@@ -76,3 +75,28 @@ def test_quantities(text: object, value: Fraction) -> None:
 @pytest.mark.parametrize("text", ["1GB", "Gi", "1 Gi", "1.2.3", "", "1gi", True])
 def test_not_quantities(text: object) -> None:
     assert quantity.try_parse(text) is None
+
+
+@pytest.mark.parametrize(
+    ("key", "ok"),
+    [
+        ("team", True),
+        ("example.com/tier", True),
+        ("a b", False),
+        ("-x", False),
+        ("x" * 64, False),
+        ("Example.com/x", False),
+        ("a/b/c", False),
+        ("k8s.io/", False),
+        ("x" * 63, True),
+    ],
+)
+def test_label_keys(key: str, ok: bool) -> None:
+    assert (metadata_rules.key_error(key) is None) == ok
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"), [("", True), ("a.b-c_d", True), ("-a", False), ("y" * 64, False), ("a b", False)]
+)
+def test_label_values(value: str, ok: bool) -> None:
+    assert (metadata_rules.value_error(value) is None) == ok
