@@ -8,10 +8,14 @@ namespace, kube version), run one after another as a plain CI script would. Both
 fresh processes, wall clock, interleaved; the ratio is the median of the per-run ratios. The chart's
 dependencies are built before timing.
 
-    .venv/bin/python benchmarks/validate_bench.py [--runs 5] [--values values/]
+    .venv/bin/python benchmarks/validate_bench.py [--runs 5] [--values values/] [--opt-in]
 
-Prints both times and the ratio (target <= 1.3x). Also shows the baseline run in parallel, for
-comparison with what Helm alone could do with the same parallelism. Exit 0 when the target is met, 1
+Prints both times and the ratio (target <= 1.3x). With --opt-in, the layers `kvtier validate` runs only
+when asked are timed too, once each and apart from the target: --server (a local control plane started
+for the run, unless `kvtier cluster up` runs one) and --vllm (one probe process in the engine venv).
+Also shows the baseline run in parallel, for comparison with what Helm alone could do with the same
+parallelism, and one run with an empty HyperPod SDK verdict cache (the SDK's verdicts are kept by spec:
+every run after the first reads them back). Exit 0 when the target is met, 1
 when not, 2 when the toolchain is missing.
 """
 
@@ -23,6 +27,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -70,6 +75,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--values", default=str(paths.VALUES))
+    parser.add_argument("--opt-in", action="store_true", help="also time --server and --vllm, once each")
     args = parser.parse_args()
     try:
         files = pipeline.collect([args.values])
@@ -98,6 +104,23 @@ def main() -> int:
         samples["startup"].append(
             timed(lambda: subprocess.run(startup, capture_output=True, env=env), cpu["startup"])
         )
+    opt_in = [
+        ("--server", "kvtier validate --server: + server-side dry run (opt-in, once)"),
+        ("--vllm", "kvtier validate --vllm: + vLLM's argument checks (opt-in, once)"),
+    ]
+    for flag, _ in opt_in if args.opt_in else []:
+        samples[flag], cpu[flag] = [], []
+        samples[flag].append(
+            timed(
+                lambda flag=flag: subprocess.run([*validate, flag], capture_output=True, env=env), cpu[flag]
+            )
+        )
+    with tempfile.TemporaryDirectory(prefix="kvtier-verdicts-") as empty:
+        cold_env = {**env, "KVTIER_HYPERPOD_VERDICTS": empty}
+        samples["cold"], cpu["cold"] = [], []
+        samples["cold"].append(
+            timed(lambda: subprocess.run(validate, capture_output=True, env=cold_env), cpu["cold"])
+        )
     median = {k: statistics.median(v) for k, v in samples.items()}
     # Each run's validate is paired with the baseline run just before it: the median of those
     # ratios holds when the shared machine's speed drifts during the benchmark.
@@ -117,7 +140,9 @@ def main() -> int:
             "validate",
         ),
         (f"helm template, {options.jobs} at a time (for comparison)", "helm-parallel"),
+        ("kvtier validate values/, empty HyperPod SDK verdict cache (once)", "cold"),
         ("kvtier validate --help: interpreter + CLI + command module", "startup"),
+        *((label, flag) for flag, label in opt_in if flag in samples),
     )
     for label, key in rows:
         table.add_row(

@@ -9,6 +9,7 @@ SDK's own Pydantic models, and hand its JSON schemas to hyperpod_crd for the CRD
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import subprocess
@@ -75,9 +76,56 @@ class Problem:
     unknown: bool  # a field the SDK's model does not have (refused or ignored by it), not a wrong value
 
 
+def _verdicts_dir() -> Path:
+    """Where the SDK's verdicts are kept, by spec: the SDK is deterministic, and its import costs about
+    1.7 s per call on two cores, most of a `kvtier validate` run with HyperPod files.
+    $KVTIER_HYPERPOD_VERDICTS moves it (the benchmark times a cold run in an empty one)."""
+    if os.environ.get("KVTIER_HYPERPOD_VERDICTS"):
+        return Path(os.environ["KVTIER_HYPERPOD_VERDICTS"])
+    return Path(os.environ.get("KVTIER_CACHE") or Path.home() / ".cache" / "kvtier") / "hyperpod-sdk-verdicts"
+
+
+@functools.cache
+def _judge_identity() -> str:
+    """What a verdict depends on besides the spec: the SDK venv (its path names the pinned versions) and
+    the worker's code."""
+    return f"{python().resolve()}\n{hashlib.sha256(WORKER.read_bytes()).hexdigest()}"
+
+
+def _verdict_file(spec: dict[str, Any]) -> Path:
+    text = _judge_identity() + "\n" + json.dumps(spec, sort_keys=True, default=str)
+    return _verdicts_dir() / f"{hashlib.sha256(text.encode()).hexdigest()}.json"
+
+
+def _read_verdict(file: Path) -> list[dict[str, Any]] | None:
+    try:
+        verdict = json.loads(file.read_text())
+    except (OSError, ValueError):
+        return None
+    return verdict if isinstance(verdict, list) else None
+
+
+def _write_verdict(file: Path, errors: list[dict[str, Any]]) -> None:
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        partial = file.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(json.dumps(errors))
+        partial.replace(file)  # atomic: a concurrent run reads a whole verdict or none
+    except OSError:
+        pass  # an unwritable cache only costs the next run the SDK call
+
+
 def validate_specs(specs: list[dict[str, Any]]) -> list[list[Problem]]:
-    """Each spec through the SDK's `_HPEndpoint` model; one list of problems per spec."""
-    answer = _call("validate", {"specs": specs})
+    """Each spec through the SDK's `_HPEndpoint` model; one list of problems per spec. Verdicts already
+    given for an identical spec by the same SDK and worker are read back; the rest go in one call."""
+    files = [_verdict_file(spec) for spec in specs]
+    known = {file: _read_verdict(file) for file in set(files)}
+    todo = {file: spec for file, spec in zip(files, specs, strict=True) if known[file] is None}
+    if todo:
+        answer = _call("validate", {"specs": list(todo.values())})
+        for file, errors in zip(todo, answer["results"], strict=True):
+            known[file] = errors
+            _write_verdict(file, errors)
     return [
         [
             Problem(
@@ -85,7 +133,7 @@ def validate_specs(specs: list[dict[str, Any]]) -> list[list[Problem]]:
                 e["msg"],
                 e["type"] in ("extra_forbidden", "extra_ignored"),
             )
-            for e in errors
+            for e in known[file] or []
         ]
-        for errors in answer["results"]
+        for file in files
     ]

@@ -8,11 +8,21 @@ cluster tests decide. Without the SDK's venv the layer says so and is "not avail
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from kvtier.errors import UserError
 from kvtier.upstream import hyperpod_fields, hyperpod_sdk
 from kvtier.validate.findings import HYPERPOD_SDK, Finding
+
+
+def prefetch(renders: list[list[dict[str, Any]]]) -> None:
+    """Ask the SDK about the endpoints of every render at once: one SDK process per run, not per file
+    (run() then reads the verdicts back)."""
+    specs = [m.get("spec") or {} for ms in renders for m in ms if m.get("kind") == hyperpod_fields.KIND]
+    if specs and not hyperpod_sdk.missing():
+        with contextlib.suppress(UserError):  # run() reports it, per file
+            hyperpod_sdk.validate_specs(specs)
 
 
 def run(manifests: list[dict[str, Any]], file: str) -> tuple[list[Finding] | None, str]:

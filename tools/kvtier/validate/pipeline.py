@@ -256,6 +256,15 @@ def validate(
     checked = [check_values(path, options, deployed) for path in files]
     warm.join()
     judged: list[tuple[FileReport, Any, list[dict[str, Any]]]] = []  # for the vLLM layer
+    hyperpod_sdk_check.prefetch(
+        [
+            r.manifests
+            for (report, _), futures in zip(checked, started.pending, strict=True)
+            if not _blocked(report, started.problem)
+            for r in (f.result() for f in futures[:1])
+            if not r.error
+        ]
+    )
     with _server_judge(options, judge) as judge:
         for (report, loaded), futures in zip(checked, started.pending, strict=True):
             blocked = _blocked(report, started.problem)
