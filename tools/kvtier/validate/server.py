@@ -221,7 +221,7 @@ def _findings(
     causes = (status.get("details") or {}).get("causes") or [{"message": status.get("message"), "field": ""}]
     for cause in causes:
         field_path = str(cause.get("field") or "")
-        message = str(cause.get("message") or status.get("message") or reason)
+        message = _brief(str(cause.get("message") or status.get("message") or reason))
         key = trace(field_path, message, manifest, loaded)
         line, column = loaded.where(key) if key else (None, None)
         yield Finding(
@@ -236,6 +236,14 @@ def _findings(
             suggestion="change the value the API server refuses (its words above); the key is the values key "
             "that produced the field where kvtier could trace it",
         )
+
+
+def _brief(message: str, keep: int = 320) -> str:
+    """The server quotes a refused object whole (a volumeClaimTemplates list runs to kilobytes): its start
+    and its verdict, which ends the message, are what a reader needs."""
+    if len(message) <= keep:
+        return message
+    return f"{message[: keep // 2]} ... {message[-keep // 2 :]}"
 
 
 def _steps(field_path: str) -> list[str | int]:
