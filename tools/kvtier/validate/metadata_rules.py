@@ -15,6 +15,7 @@ from typing import Any
 
 from kvtier.validate.loader import KeyPath
 from kvtier.validate.rules import Hit, ValuesContext, rule
+from kvtier.validate.values_rules import keyed
 
 _NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -48,17 +49,10 @@ def value_error(value: str) -> str | None:
     return None
 
 
-def _maps(tree: Any, at: KeyPath = ()) -> Iterator[tuple[KeyPath, str, dict[Any, Any]]]:
-    if isinstance(tree, dict):
-        for key, value in tree.items():
-            here = (*at, key)
-            if isinstance(value, dict) and key in LABEL_MAPS | ANNOTATION_MAPS:
-                yield here, "label" if key in LABEL_MAPS else "annotation", value
-            else:
-                yield from _maps(value, here)
-    elif isinstance(tree, list):
-        for i, item in enumerate(tree):
-            yield from _maps(item, (*at, i))
+def _maps(tree: Any) -> Iterator[tuple[KeyPath, str, dict[Any, Any]]]:
+    for path, value in keyed(tree, LABEL_MAPS | ANNOTATION_MAPS):
+        if isinstance(value, dict):
+            yield path, "label" if path[-1] in LABEL_MAPS else "annotation", value
 
 
 @rule(
@@ -97,16 +91,10 @@ def toleration_error(toleration: dict[str, Any]) -> str | None:
     return None
 
 
-def _tolerations(tree: Any, at: KeyPath = ()) -> Iterator[tuple[KeyPath, dict[str, Any]]]:
-    if isinstance(tree, dict):
-        for key, value in tree.items():
-            if key == "tolerations" and isinstance(value, list):
-                yield from (((*at, key, i), t) for i, t in enumerate(value) if isinstance(t, dict))
-            else:
-                yield from _tolerations(value, (*at, key))
-    elif isinstance(tree, list):
-        for i, item in enumerate(tree):
-            yield from _tolerations(item, (*at, i))
+def _tolerations(tree: Any) -> Iterator[tuple[KeyPath, dict[str, Any]]]:
+    for path, value in keyed(tree, {"tolerations"}):
+        if isinstance(value, list):
+            yield from (((*path, i), t) for i, t in enumerate(value) if isinstance(t, dict))
 
 
 @rule(

@@ -42,6 +42,20 @@ SAME_MODEL_ARGS = (
 INSTANCE_LABEL = "node.kubernetes.io/instance-type"  # how a model selects its instance type (standalone)
 
 
+def keyed(tree: Any, names: set[str], at: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """(key path, value) of every key in `names` anywhere in the tree, subcharts' values included; what
+    is below a match is not searched further."""
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            if key in names:
+                yield (*at, key), value
+            else:
+                yield from keyed(value, names, (*at, key))
+    elif isinstance(tree, list):
+        for i, item in enumerate(tree):
+            yield from keyed(item, names, (*at, i))
+
+
 def lookup(tree: Any, *keys: str, default: Any = None) -> Any:
     for key in keys:
         if not isinstance(tree, dict) or key not in tree:

@@ -15,21 +15,14 @@ from kvtier.plan.facts import GIB, INSTANCE_TYPES
 from kvtier.validate import quantity
 from kvtier.validate.loader import KeyPath
 from kvtier.validate.rules import Hit, ManifestsContext, ValuesContext, rule
-from kvtier.validate.values_rules import lookup, model_entries
+from kvtier.validate.values_rules import keyed, lookup, model_entries
 
 
-def resource_blocks(tree: Any, at: KeyPath = ()) -> Iterator[tuple[KeyPath, dict[str, Any]]]:
+def resource_blocks(tree: Any) -> Iterator[tuple[KeyPath, dict[str, Any]]]:
     """Every `resources: {requests, limits}` mapping in the values, the subcharts' included."""
-    if isinstance(tree, dict):
-        for key, value in tree.items():
-            here = (*at, key)
-            if key == "resources" and isinstance(value, dict) and ({"requests", "limits"} & value.keys()):
-                yield here, value
-            else:
-                yield from resource_blocks(value, here)
-    elif isinstance(tree, list):
-        for i, item in enumerate(tree):
-            yield from resource_blocks(item, (*at, i))
+    for path, value in keyed(tree, {"resources"}):
+        if isinstance(value, dict) and ({"requests", "limits"} & value.keys()):
+            yield path, value
 
 
 @rule(
