@@ -325,3 +325,9 @@ def test_hyperpod_operator_supports_names_tolerations_too() -> None:
         values["target"] = "standalone"
 
     assert _run("hyperpod-operator-supports", standalone) == []
+
+
+def test_a_request_near_the_instance_memory_is_a_warning_not_an_error() -> None:
+    near = _model(resources={"requests": {"memory": "124Gi"}, "limits": {"memory": "124Gi"}})
+    [finding] = _run("memory-fits-instance", near)
+    assert finding.severity == "warning" and "leaves under 5% of ml.g6e.4xlarge's 128 GiB" in finding.message

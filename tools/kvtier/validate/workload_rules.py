@@ -47,6 +47,13 @@ def requests_within_limits(ctx: ValuesContext) -> Iterator[Hit]:
                 )
 
 
+# Allocatable memory is the instance's less the kubelet's kube-reserved, system-reserved and eviction
+# threshold, which depend on the node image (a few GiB on GPU instance types); the Curvine worker, CSI
+# node plugin and GPU operator daemons ask for their share too. A request within this share of the
+# instance is taken as schedulable, above it is a warning (the cluster's real allocatable: preflight).
+ALLOCATABLE_SHARE = Fraction(95, 100)
+
+
 def instance_facts(name: Any) -> tuple[str, int, float, float] | None:
     """(GPU, GPUs, GiB per GPU, host GiB) of an instance type, with or without HyperPod's `ml.` prefix."""
     text = str(name or "")
@@ -98,6 +105,14 @@ def memory_fits_instance(ctx: ValuesContext) -> Iterator[Hit]:
                     f"the {facts[3]:g} GiB of {model.get('instanceType')}",
                     ("models", i, "resources", kind, "memory"),
                     severity=severity,
+                )
+            elif kind == "requests" and asked is not None and asked > host * ALLOCATABLE_SHARE:
+                yield Hit(
+                    f"models[{i}] resources.requests.memory {text} leaves under "
+                    f"{float(1 - ALLOCATABLE_SHARE):.0%} of {model.get('instanceType')}'s {facts[3]:g} GiB "
+                    "to the kubelet's reservation and the node's daemons: it may never schedule",
+                    ("models", i, "resources", kind, "memory"),
+                    severity="warning",
                 )
 
 
