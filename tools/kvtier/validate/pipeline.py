@@ -302,7 +302,8 @@ def check_vllm(judged: list[tuple[FileReport, Any, list[dict[str, Any]]]], optio
     per_file = [
         (report, loaded, vllm_check.engines(manifests, report.file)) for report, loaded, manifests in judged
     ]
-    verdicts = vllm_check.probe([e for _, _, engines in per_file for e in engines])
+    every = [e for _, _, engines in per_file for e in engines]
+    verdicts = vllm_check.probe(every) if every else []
     for report, loaded, engines in per_file:
         if not engines:
             report.skip(VLLM, "no engine Deployment rendered (hyperpod: the operator renders vLLM)")

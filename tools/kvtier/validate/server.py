@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import urllib3
+
 from kvtier.cluster import binaries, discovery, lifecycle, sharing
 from kvtier.cluster.rest import ApiException, Rest
 from kvtier.errors import UserError
@@ -169,7 +171,23 @@ def _install_hyperpod_crds(rest: Rest) -> None:
 def judge(
     judge: Judge, manifests: list[dict[str, Any]], loaded: Loaded, file: str
 ) -> tuple[list[Finding], str]:
-    """Findings for the objects the server refuses, and a summary of what was judged."""
+    """Findings for the objects the server refuses, and a summary of what was judged; an API server that
+    does not answer (or refuses kvtier itself) is a clear error, not a traceback."""
+    try:
+        return _judge(judge, manifests, loaded, file)
+    except (OSError, urllib3.exceptions.HTTPError) as error:
+        raise UserError(f"--server: the API server at {judge.rest.host} did not answer: {error}") from None
+    except ApiException as error:
+        raise UserError(
+            f"--server: the API server at {judge.rest.host} refused kvtier itself ({error.status} "
+            f"{error.reason}): the credentials need get on namespaces and discovery, and patch (dry run) "
+            "on every kind the chart renders"
+        ) from None
+
+
+def _judge(
+    judge: Judge, manifests: list[dict[str, Any]], loaded: Loaded, file: str
+) -> tuple[list[Finding], str]:
     namespaced_ok = judge.namespace_exists()
     findings: list[Finding] = []
     judged = 0
