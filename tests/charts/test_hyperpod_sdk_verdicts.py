@@ -16,7 +16,7 @@ SPEC = {
     "invocationEndpoint": "v1/chat/completions",
     "modelSourceConfig": {"modelSourceType": "s3", "s3Storage": {"bucketName": "b", "region": "us-east-1"}},
     "worker": {
-        "image": "lmcache/vllm-openai:v0.5.5",
+        "image": "registry.example/engine:pinned",
         "modelInvocationPort": {"containerPort": 8000},
         "resources": {},
         "modelVolumeMount": {"name": "m", "mountPath": "/opt/ml/model"},

@@ -188,8 +188,9 @@ def _constraint_checks(stage: str, config_cls: Any, engine_args: Any, argv: list
 
 
 def _cache_config(ea: Any) -> Any:
-    """CacheConfig with create_engine_config's arguments (vLLM 0.32.0), less the model's (is_attention_free,
-    sliding_window, a quantized checkpoint's KV dtype, the model-based prefix-caching default)."""
+    """CacheConfig with create_engine_config's arguments (the pinned vLLM, toolchain/versions.env), less
+    the model's (is_attention_free, sliding_window, a quantized checkpoint's KV dtype, the model-based
+    prefix-caching default)."""
     from vllm.config import CacheConfig
 
     kwargs: dict[str, Any] = {
@@ -220,8 +221,9 @@ def _cache_config(ea: Any) -> Any:
 
 
 def _parallel_config(ea: Any) -> Any:
-    """ParallelConfig with create_engine_config's arguments (vLLM 0.32.0) for a single-node launch, less the
-    model's (is_moe_model), Ray's and the devices' (placement group, device ids)."""
+    """ParallelConfig with create_engine_config's arguments (the pinned vLLM, toolchain/versions.env) for a
+    single-node launch, less the model's (is_moe_model), Ray's and the devices' (placement group, device
+    ids)."""
     from vllm.config import ParallelConfig
 
     external_lb = ea.data_parallel_external_lb or ea.data_parallel_rank is not None

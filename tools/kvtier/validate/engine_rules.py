@@ -1,7 +1,7 @@
 """Cross-field rules that hold each model's engine arguments against the model and the pinned vLLM and
 LMCache: what vLLM refuses only once the model's config.json is read (or the weights are loaded).
 
-Facts from the pinned versions' code (vLLM 0.32.0, LMCache 0.5.5; docs/validate.md cites the lines):
+Facts from the pinned versions' code (toolchain/versions.env; docs/validate.md cites the lines):
 - vLLM refuses a tensor parallel size that does not divide the attention heads (ModelConfig's
   verify_with_parallel_config); the model code asserts that KV heads and TP divide one another.
 - vLLM refuses --max-model-len above the model's position limit (max_position_embeddings and its kin),
