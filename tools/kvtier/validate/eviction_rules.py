@@ -52,6 +52,8 @@ def watermarks(ctx: ValuesContext) -> Iterator[Hit]:
         return
     levels = {}
     for name in ("highWatermark", "lowWatermark"):
+        if eviction.get(name) is None:
+            continue  # unset: the chart's default applies (the effective values always hold one)
         try:
             levels[name] = l2_evict.parse_watermark(str(eviction.get(name)), capacity)
         except l2_evict.UsageError as error:
