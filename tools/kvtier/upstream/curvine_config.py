@@ -142,7 +142,8 @@ KNOWN_KEYS: dict[str, frozenset[str]] = {path: frozenset(text.split()) for path,
 # becomes DISK, which is why the bundle refuses it instead.
 TIER_TYPES = frozenset({"MEM", "SSD", "HDD", "UFS", "DISK", "SPDK", "SPDK_DISK"})
 _DATA_DIR = re.compile(r"^\[([\w:]*)\](.+)$")
-_SIZE = re.compile(r"^[0-9.eE+-]+\s*([KMGTP]B?|B)?$", re.IGNORECASE)
+_SIZE = re.compile(r"^([0-9.eE+-]+)\s*([KMGTP]B?|B)?$", re.IGNORECASE)
+_UNITS = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40, "P": 2**50}  # ByteUnit: binary
 
 
 @dataclass(frozen=True)
@@ -184,6 +185,18 @@ class Finding:
     @property
     def remedy(self) -> str:
         return RULES[self.rule].remedy
+
+
+def size_bytes(text: object) -> int | None:
+    """Bytes of a Curvine size string (500GB, 10G, any case), as ByteUnit::from_str reads it; None when
+    Curvine would refuse it."""
+    match = _SIZE.match(str(text).strip())
+    if not match:
+        return None
+    try:
+        return int(float(match.group(1)) * _UNITS[(match.group(2) or "").upper().rstrip("B")])
+    except ValueError:
+        return None
 
 
 def parse(text: str, source: str = "curvine-cluster.toml") -> dict[str, Any]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kvtier import paths, toolchain
+from kvtier.cluster import binaries
 from kvtier.errors import UserError
 
 WORKER = Path(__file__).with_name("hyperpod_sdk_worker.py")
@@ -82,7 +83,7 @@ def _verdicts_dir() -> Path:
     $KVTIER_HYPERPOD_VERDICTS moves it (the benchmark times a cold run in an empty one)."""
     if os.environ.get("KVTIER_HYPERPOD_VERDICTS"):
         return Path(os.environ["KVTIER_HYPERPOD_VERDICTS"])
-    return Path(os.environ.get("KVTIER_CACHE") or Path.home() / ".cache" / "kvtier") / "hyperpod-sdk-verdicts"
+    return binaries.cache_dir() / "hyperpod-sdk-verdicts"
 
 
 @functools.cache

@@ -19,7 +19,7 @@ from typing import Any
 
 from kvtier.plan.capacity import known_config
 from kvtier.validate.rules import Hit, ValuesContext, rule
-from kvtier.validate.values_rules import arg_value, lookup, model_entries
+from kvtier.validate.values_rules import arg_value, lookup, model_entries, tensor_parallel_arg
 
 CPU_BLOCK_MULTIPLE = 32  # vllm/v1/attention/backends/cpu_attn.py: MultipleOf(32)
 GPU_DEFAULT_BLOCK_SIZE = 16  # vllm/config/cache.py: CacheConfig.DEFAULT_BLOCK_SIZE
@@ -29,10 +29,7 @@ POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_l
 
 
 def _tensor_parallel(model: dict[str, Any]) -> int | None:
-    args = model.get("extraArgs")
-    text = (
-        arg_value(args, "--tensor-parallel-size") or arg_value(args, "-tp") or model.get("gpusPerReplica", 1)
-    )
+    text = tensor_parallel_arg(model) or model.get("gpusPerReplica", 1)
     try:
         return int(text)
     except (TypeError, ValueError):

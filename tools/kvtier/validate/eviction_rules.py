@@ -9,12 +9,12 @@ CronJob runs), so what this rule accepts the job accepts; schedules with the API
 from __future__ import annotations
 
 import math
-import re
 from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
 from kvtier.podscripts import l2_evict
+from kvtier.upstream import curvine_config
 from kvtier.validate import cron, quantity
 from kvtier.validate.rules import Hit, ValuesContext, rule
 from kvtier.validate.values_rules import lookup, model_entries
@@ -92,21 +92,6 @@ def schedule_cron(ctx: ValuesContext) -> Iterator[Hit]:
         yield Hit(f"schedule {eviction['schedule']!r}: {error}", (*EVICTION, "schedule"))
 
 
-_CURVINE_UNITS = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40, "P": 2**50}
-_CURVINE_SIZE = re.compile(r"^([0-9.eE+-]+)\s*([KMGTP]?)B?$")
-
-
-def curvine_bytes(text: Any) -> int | None:
-    """A Curvine size string (500GB, 10G): binary units, any case (Curvine's ByteUnit, v0.4.1)."""
-    match = _CURVINE_SIZE.match(str(text).strip().upper())
-    if not match:
-        return None
-    try:
-        return int(float(match.group(1)) * _CURVINE_UNITS[match.group(2)])
-    except ValueError:
-        return None
-
-
 def engine_nodes(values: dict[str, Any]) -> int | None:
     """The fewest GPU nodes the models' replicas fill, when every instance type is known."""
     gpus_by_type: dict[int, int] = defaultdict(int)
@@ -135,9 +120,10 @@ def claim_within_pool(ctx: ValuesContext) -> Iterator[Hit]:
         return
     dirs = lookup(curvine, "worker", "dataDirs") or []
     capacities = [
-        curvine_bytes(d.get("capacity")) if isinstance(d, dict) and d.get("capacity") else None for d in dirs
+        curvine_config.size_bytes(d.get("capacity")) if isinstance(d, dict) and d.get("capacity") else None
+        for d in dirs
     ]
-    reserved = curvine_bytes(lookup(curvine, "worker", "dirReserved", default="0")) or 0
+    reserved = curvine_config.size_bytes(lookup(curvine, "worker", "dirReserved", default="0")) or 0
     nodes = engine_nodes(ctx.values)
     if not dirs or None in capacities or nodes is None:
         return  # a data dir of unknown size (the whole filesystem) or nodes of unknown type: no estimate

@@ -122,8 +122,18 @@ def _stale_copies() -> list[Finding]:
     ]
 
 
-def check_render(report: FileReport, renders: list[render.Render], options: Options) -> None:
-    """Kubernetes schemas, config files and policy over the renders of one file."""
+def distinct_manifests(renders: list[render.Render]) -> list[dict[str, Any]]:
+    """The objects of a file's renders, each distinct one once (Helm 3 and 4 usually agree)."""
+    unique: dict[str, dict[str, Any]] = {}
+    for r in renders:
+        for m in r.manifests:
+            unique.setdefault(repr(sorted(m.items(), key=str)), m)
+    return list(unique.values())
+
+
+def check_render(report: FileReport, renders: list[render.Render], options: Options) -> list[dict[str, Any]]:
+    """Kubernetes schemas, config files and policy over the renders of one file; the distinct objects
+    judged (none when nothing rendered)."""
     good = [r for r in renders if not r.error]
     if not good:
         why = "no render (Helm refused the values)" if renders else "not rendered"
@@ -136,12 +146,8 @@ def check_render(report: FileReport, renders: list[render.Render], options: Opti
             POLICY,
         ]:
             report.skip(check, why)
-        return
-    unique: dict[str, dict[str, Any]] = {}
-    for r in good:
-        for m in r.manifests:
-            unique.setdefault(repr(sorted(m.items(), key=str)), m)
-    manifests = list(unique.values())
+        return []
+    manifests = distinct_manifests(good)
     verdicts = [kube.check_minors(m, options.minors) for m in manifests]
     for minor in options.minors:
         findings, uncovered = [], set()
@@ -213,6 +219,7 @@ def check_render(report: FileReport, renders: list[render.Render], options: Opti
     report.add(
         POLICY, found, "" if found else podsecurity.pod_security_summary(manifests, options.namespace, levels)
     )
+    return manifests
 
 
 def _subject(m: dict[str, Any]) -> str:
@@ -280,8 +287,8 @@ def validate(
             for r in renders:
                 found = [render.finding(r, report.file)] if r.error else []
                 report.add(f"render helm{r.major}", found, "" if r.error else f"{len(r.manifests)} objects")
-            check_render(report, renders, options)
-            check_server(report, renders, loaded, judge)
+            manifests = check_render(report, renders, options)
+            check_server(report, manifests, loaded, judge)
             good = [r for r in renders if not r.error]
             if good:
                 judged.append((report, loaded, good[0].manifests))
@@ -335,22 +342,17 @@ def _server_judge(options: Options, given: Any) -> Iterator[Any]:
         yield judge
 
 
-def check_server(report: FileReport, renders: list[render.Render], loaded: Any, judge: Any) -> None:
-    """The server-side dry run of one file's renders (Helm 3's and 4's objects, each distinct one once)."""
+def check_server(report: FileReport, manifests: list[dict[str, Any]], loaded: Any, judge: Any) -> None:
+    """The server-side dry run of one file's distinct rendered objects (Helm 3's and 4's)."""
     if judge is None:
         report.skip(SERVER, "not asked (--server dry-runs every object on an API server)")
         return
-    good = [r for r in renders if not r.error]
-    if not good:
+    if not manifests:
         report.skip(SERVER, "no render (Helm refused the values)")
         return
     from kvtier.validate import server
 
-    unique: dict[str, dict[str, Any]] = {}
-    for r in good:
-        for m in r.manifests:
-            unique.setdefault(json.dumps(m, sort_keys=True, default=str), m)
-    found, detail = server.judge(judge, list(unique.values()), loaded, report.file)
+    found, detail = server.judge(judge, manifests, loaded, report.file)
     report.add(SERVER, found, detail if not found else "")
 
 

@@ -57,24 +57,24 @@ class Judge:
             self._kinds.setdefault(key, None)
         return self._kinds[key]
 
+    def _path(self, manifest: dict[str, Any], resource: discovery.Resource) -> str:
+        """URL of the object a manifest names (in its own namespace, else the judged one)."""
+        meta = manifest.get("metadata") or {}
+        namespace = meta.get("namespace") or self.namespace
+        base = resource.namespaced_path(namespace) if resource.namespaced else resource.path
+        return f"{base}/{meta.get('name')}"
+
     def delete(self, manifest: dict[str, Any]) -> None:
         resource = self.resource(str(manifest.get("apiVersion")), str(manifest.get("kind")))
         if resource is not None:
-            base = resource.namespaced_path(self.namespace) if resource.namespaced else resource.path
             try:
-                self.rest.delete(f"{base}/{(manifest.get('metadata') or {}).get('name')}")
+                self.rest.delete(self._path(manifest, resource))
             except ApiException as error:
                 if error.status != 404:
                     raise
 
     def namespace_exists(self) -> bool:
-        try:
-            self.rest.get(f"/api/v1/namespaces/{self.namespace}")
-        except ApiException as error:
-            if error.status == 404:
-                return False
-            raise
-        return True
+        return self.rest.find(f"/api/v1/namespaces/{self.namespace}") is not None
 
     def apply(self, manifest: dict[str, Any], dry_run: bool = True) -> dict[str, Any] | None:
         """None when the server accepts the object, else its Status (or a stand-in for a kind it lacks)."""
@@ -82,13 +82,10 @@ class Judge:
         resource = self.resource(api_version, kind)
         if resource is None:
             return {"reason": "NotServed", "message": f"{api_version} {kind} is not served by this cluster"}
-        meta = manifest.get("metadata") or {}
-        namespace = meta.get("namespace") or self.namespace
-        base = resource.namespaced_path(namespace) if resource.namespaced else resource.path
         try:
             self.rest.request(
                 "PATCH",
-                f"{base}/{meta.get('name')}",
+                self._path(manifest, resource),
                 json.dumps(manifest),
                 content_type="application/apply-patch+yaml",
                 query={

@@ -83,6 +83,12 @@ def arg_value(args: Any, flag: str) -> str | None:
     return None
 
 
+def tensor_parallel_arg(model: dict[str, Any]) -> str | None:
+    """The tensor parallel size a model's extraArgs give (long or short flag), if any."""
+    args = model.get("extraArgs")
+    return arg_value(args, "--tensor-parallel-size") or arg_value(args, "-tp")
+
+
 def _env_names(env: Any) -> Iterator[tuple[int | str, str]]:
     if isinstance(env, list):
         yield from ((i, str(e.get("name"))) for i, e in enumerate(env) if isinstance(e, dict))
@@ -203,9 +209,7 @@ def l1_fits(ctx: ValuesContext) -> Iterator[Hit]:
 def tp_equals_gpus(ctx: ValuesContext) -> Iterator[Hit]:
     for i, model in model_entries(ctx.values):
         gpus = model.get("gpusPerReplica", 1)
-        tp = arg_value(model.get("extraArgs"), "--tensor-parallel-size") or arg_value(
-            model.get("extraArgs"), "-tp"
-        )
+        tp = tensor_parallel_arg(model)
         if tp is not None and str(tp) != str(gpus):
             yield Hit(
                 f"models[{i}] --tensor-parallel-size {tp} != gpusPerReplica {gpus}",

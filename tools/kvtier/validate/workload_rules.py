@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from fractions import Fraction
 from typing import Any
 
-from kvtier.plan.facts import GIB, INSTANCE_TYPES
+from kvtier.plan.capacity import gpu_for
+from kvtier.plan.facts import GIB
 from kvtier.validate import quantity
 from kvtier.validate.loader import KeyPath
 from kvtier.validate.rules import Hit, ManifestsContext, ValuesContext, rule
@@ -57,7 +58,7 @@ ALLOCATABLE_SHARE = Fraction(95, 100)
 def instance_facts(name: Any) -> tuple[str, int, float, float] | None:
     """(GPU, GPUs, GiB per GPU, host GiB) of an instance type, with or without HyperPod's `ml.` prefix."""
     text = str(name or "")
-    return INSTANCE_TYPES.get(text) or INSTANCE_TYPES.get(f"ml.{text}")
+    return gpu_for(text) or gpu_for(f"ml.{text}")
 
 
 def _gpu_target(values: dict[str, Any]) -> bool:
