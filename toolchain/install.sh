@@ -4,7 +4,8 @@
 # into a cache outside the repo ($KVTIER_CACHE, default ~/.cache/kvtier); .tools/bin links to them.
 # Idempotent: a tool already built at its pinned version is not rebuilt.
 #
-#   toolchain/install.sh            helm3 helm4 helm-unittest ct registry helm-docs (+ yamllint, yamale)
+#   toolchain/install.sh            helm3 helm4 helm-unittest ct registry helm-docs promtool
+#                                   (+ yamllint, yamale)
 #   toolchain/install.sh cluster    also kube-apiserver, kube-controller-manager, kube-scheduler,
 #                                   kubectl, etcd, kwok, kwokctl
 #   toolchain/install.sh node       also the real node: kubelet, kube-proxy, coredns (Go module
@@ -96,16 +97,18 @@ install_helm_tools() {
 install_python_tools() {
   # Python tools go into the toolkit's venv ($PYTHON): ct's yamllint and yamale; LMCache (config
   # loader only: --no-deps keeps torch out) to check rendered LMCache configs; vllm-router to check
-  # and start the router with the flags the chart renders.
+  # and start the router with the flags the chart renders; Grafana's dashboard models.
   local python=${PYTHON:-python3}
-  local want="lmcache==$LMCACHE_VERSION vllm-router==$VLLM_ROUTER_VERSION yamale==$YAMALE_VERSION yamllint==$YAMLLINT_VERSION "
+  local want="grafana-foundation-sdk==$GRAFANA_FOUNDATION_SDK_VERSION lmcache==$LMCACHE_VERSION "
+  want+="vllm-router==$VLLM_ROUTER_VERSION yamale==$YAMALE_VERSION yamllint==$YAMLLINT_VERSION "
   local have
   have=$("$python" -m pip list --format=freeze 2>/dev/null |
-    grep -Ei '^(lmcache|vllm-router|vllm_router|yamllint|yamale)==' | tr '_' '-' | tr 'A-Z' 'a-z' | sort | tr '\n' ' ' || true)
+    grep -Ei '^(grafana[-_]foundation[-_]sdk|lmcache|vllm-router|vllm_router|yamllint|yamale)==' |
+    tr '_' '-' | tr 'A-Z' 'a-z' | sort | tr '\n' ' ' || true)
   if [[ $have != "$want" ]]; then
     log "installing $want"
     "$python" -m pip install --quiet "yamllint==$YAMLLINT_VERSION" "yamale==$YAMALE_VERSION" \
-      "vllm-router==$VLLM_ROUTER_VERSION"
+      "vllm-router==$VLLM_ROUTER_VERSION" "grafana-foundation-sdk==$GRAFANA_FOUNDATION_SDK_VERSION"
     "$python" -m pip install --quiet --no-deps "lmcache==$LMCACHE_VERSION"
   fi
 }
@@ -117,6 +120,16 @@ install_publish_tools() {
     "-X github.com/distribution/distribution/v3/version.version=$DISTRIBUTION_VERSION"
   build helm-docs "$HELM_DOCS_VERSION" "github.com/norwoodj/helm-docs@$HELM_DOCS_VERSION" \
     github.com/norwoodj/helm-docs/cmd/helm-docs "-X main.version=${HELM_DOCS_VERSION#v}"
+}
+
+install_monitoring_tools() {
+  # promtool checks the rendered PrometheusRule, runs its rule unit tests and parses dashboard queries.
+  # Module v0.316.0 is Prometheus 3.16.0: the first digit of the module minor is the major.
+  local minor=${PROMETHEUS_VERSION#v0.} release
+  minor=${minor%%.*}
+  release="${minor:0:1}.$((10#${minor:1})).${PROMETHEUS_VERSION##*.}"
+  build promtool "$PROMETHEUS_VERSION" "github.com/prometheus/prometheus@$PROMETHEUS_VERSION" \
+    github.com/prometheus/prometheus/cmd/promtool "-X github.com/prometheus/common/version.Version=$release"
 }
 
 install_cluster_tools() {
@@ -172,6 +185,7 @@ command -v go >/dev/null || { log "Go is required (https://go.dev); none found o
 install_python_tools
 install_helm_tools
 install_publish_tools
+install_monitoring_tools
 case ${1:-} in
   cluster) install_cluster_tools ;;
   node) install_cluster_tools node && install_node_tools ;;

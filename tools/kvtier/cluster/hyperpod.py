@@ -13,13 +13,13 @@ source and is not run.
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from kvtier import paths
+from kvtier.cluster import crds
 from kvtier.cluster.rest import Rest
 from kvtier.errors import UserError
 
@@ -35,7 +35,7 @@ def fixtures_dir() -> Path:
 
 def crd_manifests(folder: Path) -> list[dict[str, Any]]:
     """The CRDs in `folder` (derived or real), made installable without the operator's webhook."""
-    crds = []
+    found = []
     for name in CRD_FILES:
         file = folder / name
         if not file.is_file():
@@ -46,33 +46,10 @@ def crd_manifests(folder: Path) -> list[dict[str, Any]]:
         crd = yaml.safe_load(file.read_text())
         (crd["metadata"].get("annotations") or {}).pop("cert-manager.io/inject-ca-from", None)
         crd["spec"]["conversion"] = {"strategy": "None"}
-        crds.append(crd)
-    return crds
-
-
-CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+        found.append(crd)
+    return found
 
 
 def install_crds(rest: Rest, folder: Path, timeout: float = 60) -> list[str]:
     """Create (or replace) the CRDs in `folder` and wait until the API server serves them; their names."""
-    names = []
-    for crd in crd_manifests(folder):
-        name = crd["metadata"]["name"]
-        names.append(name)
-        current = rest.find(f"{CRD_PATH}/{name}")
-        if current is None:
-            rest.post(CRD_PATH, crd)
-        else:
-            crd["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-            rest.put(f"{CRD_PATH}/{name}", crd)
-    deadline = time.monotonic() + timeout
-    while not all(_established(rest, name) for name in names):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"HyperPod CRDs not Established after {timeout:.0f}s: {names}")
-        time.sleep(0.5)
-    return names
-
-
-def _established(rest: Rest, name: str) -> bool:
-    conditions = rest.get(f"{CRD_PATH}/{name}").get("status", {}).get("conditions") or []
-    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+    return crds.install(rest, crd_manifests(folder), timeout)

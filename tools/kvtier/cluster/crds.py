@@ -1,0 +1,69 @@
+"""Installing CustomResourceDefinitions on the test API server, and the upstream ones the charts use.
+
+KEDA's (the engine ScaledObjects) and the Prometheus Operator's (PrometheusRule, ServiceMonitor,
+PodMonitor) come as files of their Go modules at the versions pinned in toolchain/versions.env; no
+controller of theirs runs: the API server validates the objects against the CRDs' schemas.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kvtier.cluster.rest import Rest
+from kvtier.upstream import go_module
+
+CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+KEDA_FILES = ("keda.sh_scaledobjects.yaml", "keda.sh_triggerauthentications.yaml")
+PROMETHEUS_OPERATOR_FILES = (
+    "monitoring.coreos.com_prometheusrules.yaml",
+    "monitoring.coreos.com_servicemonitors.yaml",
+    "monitoring.coreos.com_podmonitors.yaml",
+)
+
+
+def _load(folder: Path, names: tuple[str, ...]) -> list[dict[str, Any]]:
+    return [yaml.safe_load((folder / name).read_text()) for name in names]
+
+
+def keda() -> list[dict[str, Any]]:
+    folder = go_module.module_dir("github.com/kedacore/keda/v2", "KEDA_VERSION") / "config" / "crd" / "bases"
+    return _load(folder, KEDA_FILES)
+
+
+def prometheus_operator() -> list[dict[str, Any]]:
+    module = go_module.module_dir(
+        "github.com/prometheus-operator/prometheus-operator", "PROMETHEUS_OPERATOR_VERSION"
+    )
+    return _load(module / "example" / "prometheus-operator-crd", PROMETHEUS_OPERATOR_FILES)
+
+
+def install(rest: Rest, crds: list[dict[str, Any]], timeout: float = 60) -> list[str]:
+    """Create (or replace) the CRDs and wait until the API server serves them; their names."""
+    names = []
+    for crd in crds:
+        name = crd["metadata"]["name"]
+        names.append(name)
+        current = rest.find(f"{CRD_PATH}/{name}")
+        if current is None:
+            rest.post(CRD_PATH, crd)
+        else:
+            crd = {
+                **crd,
+                "metadata": {**crd["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]},
+            }
+            rest.put(f"{CRD_PATH}/{name}", crd)
+    deadline = time.monotonic() + timeout
+    while not all(_established(rest, name) for name in names):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"CRDs not Established after {timeout:.0f}s: {names}")
+        time.sleep(0.5)
+    return names
+
+
+def _established(rest: Rest, name: str) -> bool:
+    conditions = rest.get(f"{CRD_PATH}/{name}").get("status", {}).get("conditions") or []
+    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
