@@ -124,7 +124,9 @@ def test_each_model_has_one_model_string_dtype_and_tp(values: Path) -> None:
         cpu = (spec.get("engine") or {}).get("accelerator") == "cpu"
         for kind in ("requests", "limits"):
             assert container["resources"][kind].get("nvidia.com/gpu") == (None if cpu else tp)
-        assert deployment["spec"]["replicas"] == model["replicas"]
+        # With engine autoscaling KEDA owns the count; the Deployment must leave it unset.
+        autoscaled = ((spec.get("engine") or {}).get("autoscaling") or {}).get("enabled")
+        assert deployment["spec"].get("replicas") == (None if autoscaled else model["replicas"])
         if "LMCACHE_CONFIG_FILE" in env(container):
             connector = json.loads(flag(args, "--kv-transfer-config") or "{}")
             policy = (spec.get("cache") or {}).get("kvLoadFailurePolicy", "recompute")

@@ -16,7 +16,9 @@ CHART = paths.CHARTS / "kv-tiered-inference"
 MINORS = ("1.30", "1.31", "1.32", "1.33", "1.34", "1.35")
 CASES = [None, *sorted(paths.VALUES.glob("*.yaml")), *sorted((CHART / "ci").glob("*-values.yaml"))]
 # Custom resources have no schema in kubernetes-validate (the hyperpod suites check theirs on an API server).
-CUSTOM_KINDS = {"ServiceMonitor", "PodMonitor", "InferenceEndpointConfig", "Policy"}
+CUSTOM_KINDS = {
+    "ServiceMonitor", "PodMonitor", "PrometheusRule", "ScaledObject", "InferenceEndpointConfig", "Policy",
+}  # fmt: skip
 
 
 def render_args(values: Path | None) -> dict:

@@ -117,7 +117,9 @@ def test_pod_security_level_is_enforced_when_declared(capsys) -> None:
     assert code == 1 and findings and "needs Pod Security 'privileged'" in findings[0]["message"]
 
 
-def test_human_summary_lists_every_check_per_environment(capsys) -> None:
+def test_human_summary_lists_every_check_per_environment(capsys, monkeypatch) -> None:
+    # Wide enough for every environment's column unfolded (a narrow terminal folds long names).
+    monkeypatch.setenv("COLUMNS", "220")
     assert main(["validate"]) in (0, 1)
     out = capsys.readouterr().out
     for check in CHECKS:

@@ -31,7 +31,7 @@ def _order(reports: list[FileReport]) -> list[str]:
 def summary(reports: list[FileReport]) -> tuple[Table, list[str]]:
     """One column per environment, one row per check; long reasons become numbered notes (shared)."""
     table = Table(title="kvtier validate: summary per environment", title_justify="left")
-    table.add_column("check", style="bold")
+    table.add_column("check", style="bold", no_wrap=True)  # a check name is what readers scan for
     for r in reports:
         table.add_column(_name(r.file), overflow="fold")
     notes: list[str] = []
