@@ -14,9 +14,10 @@ import pytest
 from rich.console import Console
 
 from kvtier.bench import report
+from kvtier.engine_rig import processes, router_flags, tiers
 from kvtier.engine_rig import rig as engine_rig
-from kvtier.engine_rig import tiers
 from kvtier.engine_rig.errors import RigError
+from kvtier.monitoring import names
 from kvtier.plan import capacity
 from kvtier.podscripts import kvcheck
 
@@ -115,3 +116,31 @@ def test_a_broken_chunk_file_is_recomputed_not_a_failed_request(
     assert second["text"] == first["text"], "the recomputed answer differs from the first replica's"
     log = tiered.started[1].log.read_text(errors="replace")
     assert broken.name in log, "LMCache's failed read should name the file in the engine log"
+
+
+def _served_names(url: str) -> set[str]:
+    """Sample names of one /metrics page (what a PromQL selector matches)."""
+    text = kvcheck.http_text(url)
+    return {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line and line[0] != "#"}
+
+
+def test_the_metrics_the_alerts_and_dashboard_read_are_served(
+    measured: dict[str, Any], tiered: tiers.TieredRig
+) -> None:
+    """Every vLLM and vllm-router name in kvtier.monitoring.names, scraped from the real processes: the
+    chart-rendered replicas (after traffic, so every counter exists) and the router in front of them."""
+    del measured
+    engine_names = set().union(*(_served_names(p.url + "/metrics") for p in tiered.started))
+    missing = names.by_exporter(names.VLLM) - engine_names
+    assert missing == set(), f"vLLM does not serve {sorted(missing)}"
+    assert not any(n.startswith("lmcache:") for n in engine_names), (
+        "vLLM's /metrics now serves LMCache's counters: the dashboard can use them (docs/alerts.md)"
+    )
+    flags, _source = router_flags.router_flags("prefixaware")
+    port, metrics_port = processes.free_port(), processes.free_port()
+    argv = engine_rig.router_argv(flags, [p.url for p in tiered.started], port, metrics_port)
+    with engine_rig.running_router(argv, port, "metrics", tiered.work_dir) as url:
+        kvcheck.stream_completion(url, engine_rig.MODEL_NAME, "metrics check", max_tokens=2)
+        router_names = _served_names(f"http://127.0.0.1:{metrics_port}/metrics")
+    missing = names.by_exporter(names.ROUTER) - router_names
+    assert missing == set(), f"vllm-router does not serve {sorted(missing)}"

@@ -151,9 +151,7 @@ class EngineRig:
     def router_argv(self, strategy: str, port: int, metrics_port: int) -> list[str]:
         flags, source = router_flags.router_flags(strategy)
         self.last_router_flags = (flags, source)
-        argv = [str(ENGINE_VENV / "bin" / "vllm-router"), *flags, "--host", "127.0.0.1", "--port", str(port)]
-        argv += ["--prometheus-host", "127.0.0.1", "--prometheus-port", str(metrics_port)]
-        argv += ["--worker-urls", *self.urls]
+        argv = router_argv(flags, self.urls, port, metrics_port)
         if router_flags.STRATEGY_POLICY[strategy] == "kv_aware":
             # Static event sources (the rig has no Kubernetes discovery), and the engines' block size,
             # which discovery would ask the engines for.
@@ -170,11 +168,23 @@ class EngineRig:
         port = processes.free_port()
         argv = self.router_argv(strategy, port, processes.free_port())
         self.log(f"router {strategy}: flags from {self.last_router_flags[1]}: {' '.join(argv[1:])}")
-        process = processes.start(
-            f"router-{strategy}", argv, {}, self.work_dir / "logs", f"http://127.0.0.1:{port}"
-        )
-        try:
-            processes.wait_ready(process, "/health", timeout_s=120)
-            yield process.url
-        finally:
-            processes.stop(process)
+        with running_router(argv, port, strategy, self.work_dir) as url:
+            yield url
+
+
+def router_argv(flags: list[str], urls: list[str], port: int, metrics_port: int) -> list[str]:
+    """vllm-router with the chart's `flags`, on loopback, in front of `urls`."""
+    argv = [str(ENGINE_VENV / "bin" / "vllm-router"), *flags, "--host", "127.0.0.1", "--port", str(port)]
+    argv += ["--prometheus-host", "127.0.0.1", "--prometheus-port", str(metrics_port)]
+    return [*argv, "--worker-urls", *urls]
+
+
+@contextmanager
+def running_router(argv: list[str], port: int, name: str, work_dir: Path) -> Iterator[str]:
+    """Start the router `argv` (listening on `port`), wait for /health, yield its URL, stop it after."""
+    process = processes.start(f"router-{name}", argv, {}, work_dir / "logs", f"http://127.0.0.1:{port}")
+    try:
+        processes.wait_ready(process, "/health", timeout_s=120)
+        yield process.url
+    finally:
+        processes.stop(process)

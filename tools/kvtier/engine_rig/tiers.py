@@ -76,34 +76,38 @@ class TieredRig:
         self.stop()
 
     def start(self) -> None:
-        python = engine_python()
-        models = self.work_dir / "models"
-        generate_model(models / MODEL_NAME)
+        generate_model(self.work_dir / "models" / MODEL_NAME)
         self.engine = rendered.render_engine([CPU_VALUES], rig_overlay(self.chunk_size), self.work_dir)
         self.log(rendered.describe(self.engine))
-        shared_l2 = self.work_dir / "l2"  # the one RWX volume every replica mounts
-        for index in range(self.replicas):
-            pod = self.work_dir / f"pod-{index}"
-            volumes = {"l2cache": shared_l2, "model": models, "cache": pod / "cache", "tmp": pod / "tmp"}
-            for directory in volumes.values():
-                directory.mkdir(parents=True, exist_ok=True)
-            port = processes.free_port()
-            local = rendered.local_process(self.engine, python, volumes, pod / "etc-lmcache", port)
-            self.l2_dir = local.l2_dir
-            env = {
-                **ENGINE_ENV,
-                **local.env,
-                "VLLM_RPC_BASE_PATH": str(pod / "tmp"),
-                "LMCACHE_LOG_LEVEL": "INFO",
-            }
-            self.started.append(
-                processes.start(
-                    f"tiered-{index}", local.argv, env, self.work_dir / "logs", f"http://127.0.0.1:{port}"
-                )
-            )
-        for process in self.started:
+        launched = [self._launch(index) for index in range(self.replicas)]  # started together
+        for process in launched:
             took = processes.wait_ready(process)
             self.log(f"{process.name} ready at {process.url} ({took:.0f} s)")
+
+    def add_replica(self) -> processes.Process:
+        """One more replica of the same rendered container on the same L2, as a scale-out adds it;
+        returned once ready, before it has served anything."""
+        process = self._launch(len(self.started))
+        took = processes.wait_ready(process)
+        self.log(f"{process.name} (added) ready at {process.url} ({took:.0f} s)")
+        return process
+
+    def _launch(self, index: int) -> processes.Process:
+        assert self.engine is not None, "start() renders the engine first"
+        models, pod = self.work_dir / "models", self.work_dir / f"pod-{index}"
+        shared_l2 = self.work_dir / "l2"  # the one RWX volume every replica mounts
+        volumes = {"l2cache": shared_l2, "model": models, "cache": pod / "cache", "tmp": pod / "tmp"}
+        for directory in volumes.values():
+            directory.mkdir(parents=True, exist_ok=True)
+        port = processes.free_port()
+        local = rendered.local_process(self.engine, engine_python(), volumes, pod / "etc-lmcache", port)
+        self.l2_dir = local.l2_dir
+        env = {**ENGINE_ENV, **local.env, "VLLM_RPC_BASE_PATH": str(pod / "tmp"), "LMCACHE_LOG_LEVEL": "INFO"}
+        process = processes.start(
+            f"tiered-{index}", local.argv, env, self.work_dir / "logs", f"http://127.0.0.1:{port}"
+        )
+        self.started.append(process)
+        return process
 
     def stop(self) -> None:
         for process in self.started:
@@ -152,7 +156,7 @@ class Step:
     text: str
 
 
-def _ask(rig: TieredRig, replica: int, prompt: str, name: str) -> Step:
+def ask(rig: TieredRig, replica: int, prompt: str, name: str) -> Step:
     url = rig.started[replica].url
     before = connector_hit_tokens(url)
     answer = kvcheck.stream_completion(url, MODEL_NAME, prompt, max_tokens=8, timeout=300)
@@ -177,19 +181,19 @@ def measure_tiers(rig: TieredRig, words: int = 2000, repeats: int = 1) -> dict[s
         prompt, fresh = kvcheck.long_prompt(words), kvcheck.long_prompt(words)
         tokens = prompt_tokens(rig.started[0].url, prompt)
         present = len(rig.chunk_files())
-        cold = _ask(rig, 0, prompt, "cold (replica 0)")
+        cold = ask(rig, 0, prompt, "cold (replica 0)")
         rig.wait_for_chunks(present + tokens // rig.chunk_size)
-        l0 = _ask(rig, 0, prompt, "L0 hit (replica 0 again)")
-        l2 = _ask(rig, 1, prompt, "L2 hit (replica 1, first time)")
+        l0 = ask(rig, 0, prompt, "L0 hit (replica 0 again)")
+        l2 = ask(rig, 1, prompt, "L2 hit (replica 1, first time)")
         # The recompute path: replica 0 writes the fresh prompt's chunks, they vanish, replica 1 asks.
         before_fresh = set(rig.chunk_files())
-        _ask(rig, 0, fresh, "fresh prompt on replica 0")
+        ask(rig, 0, fresh, "fresh prompt on replica 0")
         rig.wait_for_chunks(len(before_fresh) + prompt_tokens(rig.started[0].url, fresh) // rig.chunk_size)
         written = [p for p in rig.chunk_files() if p not in before_fresh]
         for path in written:
             path.unlink()
-        gone = _ask(rig, 1, fresh, "L2 file removed (replica 1)")
-        cold_fresh = _ask(rig, 0, fresh, "fresh prompt again on replica 0 (reference)")
+        gone = ask(rig, 1, fresh, "L2 file removed (replica 1)")
+        cold_fresh = ask(rig, 0, fresh, "fresh prompt again on replica 0 (reference)")
         rounds.append([cold, l0, l2, gone, cold_fresh])
     steps = rounds[-1]
     table: list[dict[str, Any]] = [
