@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
-from kvtier.cluster import binaries, hyperpod, lifecycle, sharing, storage
+from kvtier.cluster import binaries, crds, hyperpod, lifecycle, sharing, storage
 from kvtier.cluster.rest import ApiException, Rest
 
 # Each session gets its own cluster (about 10 s to start once the binaries are cached), so sessions that run
@@ -89,6 +90,14 @@ def hyperpod_crds(kube_rest: Rest, hyperpod_crd_dir: Path) -> list[str]:
     """The HyperPod Inference Operator's CRDs as derived from AWS's SDK (newest operator version),
     installed; their names. No file from outside the repository is needed."""
     return hyperpod.install_crds(kube_rest, hyperpod_crd_dir)
+
+
+@pytest.fixture(scope="session")
+def operator_crds(kube_rest: Rest, need) -> list[str]:
+    """KEDA's and the Prometheus Operator's CRDs from their Go modules (pinned in versions.env), installed:
+    what environments with engine autoscaling, monitors and alerts need. No controller of theirs runs."""
+    need(shutil.which("go") is not None, "Go is needed to fetch KEDA's and the Prometheus Operator's CRDs")
+    return crds.install(kube_rest, [*crds.keda(), *crds.prometheus_operator()])
 
 
 @pytest.fixture

@@ -148,6 +148,8 @@ def _setup(
     values = effective_values(env)
     if values.get("target") == "hyperpod":
         request.getfixturevalue("hyperpod_crds")  # the operator's CRDs, derived from AWS's SDK (it is closed)
+    if needs_operator_crds(values):
+        request.getfixturevalue("operator_crds")  # KEDA's and the Prometheus Operator's, from their modules
     level = "privileged" if values.get("curvine", {}).get("enabled", True) else "restricted"
     namespace = make_namespace(f"{prefix}-{env.stem}-h{major}", enforce=level)
     helm = Helm(major, kube_cluster, namespace)
@@ -159,6 +161,15 @@ def _setup(
 
     request.addfinalizer(clean_up)
     return helm, namespace
+
+
+def needs_operator_crds(values: dict) -> bool:
+    """Whether an environment renders KEDA or Prometheus Operator objects."""
+    metrics = values.get("metrics") or {}
+    monitors = [metrics.get(k) or {} for k in ("serviceMonitor", "podMonitor", "prometheusRule")]
+    monitors.append((values.get("curvine") or {}).get("serviceMonitor") or {})
+    autoscaling = (values.get("engine") or {}).get("autoscaling") or {}
+    return bool(autoscaling.get("enabled")) or any(m.get("enabled") for m in monitors)
 
 
 def _provide_storage(helm: Helm, chart: Path, release: str, values: Path, rest: Rest, static_pvs) -> None:

@@ -80,3 +80,30 @@ def test_a_namespace_missing_on_a_users_cluster_is_said(kube_rest: Rest) -> None
     [report] = pipeline.validate([paths.VALUES / "cpu.yaml"], options, judge=judge)
     assert "namespace 'no-such-namespace' does not exist there" in report.checks[SERVER].detail
     assert kube_rest.find("/api/v1/namespaces/no-such-namespace") is None
+
+
+def test_keda_and_prometheus_operator_objects_are_judged_by_their_real_crds(
+    kube_rest: Rest, make_namespace, need
+) -> None:
+    """The local judge installs KEDA's and the Prometheus Operator's CRDs (their Go modules): the
+    autoscaled environment's ScaledObject and PrometheusRule pass, and a misspelt or mistyped field in
+    either is refused by the CRD's schema, not passed over."""
+    namespace = make_namespace("judged-operators", enforce="privileged")
+    judge = server.local_judge(kube_rest, namespace, {}, "the test cluster")
+    need(judge.resource("keda.sh/v1alpha1", "ScaledObject") is not None, "KEDA's CRDs not installed (no Go?)")
+    env = paths.VALUES / "prod-autoscaled-g6e-4xlarge.yaml"
+    [rendered] = [
+        f.result() for f in render.start([env], (3,), "kv", namespace, OPTIONS.kube_version, 1).pending[0]
+    ]
+    by_kind = {m["kind"]: m for m in rendered.manifests}
+    scaled, rule = by_kind["ScaledObject"], by_kind["PrometheusRule"]
+    assert judge.apply(scaled) is None and judge.apply(rule) is None
+    misspelt = copy.deepcopy(scaled)
+    misspelt["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behaviour"] = {}
+    mistyped = copy.deepcopy(scaled)
+    mistyped["spec"]["minReplicaCount"] = "two"
+    bad_for = copy.deepcopy(rule)
+    bad_for["spec"]["groups"][0]["rules"][0]["for"] = "fifteen minutes"
+    for broken, words in ((misspelt, "behaviour"), (mistyped, "minReplicaCount"), (bad_for, "for")):
+        status = judge.apply(broken)
+        assert status is not None and words in status.get("message", ""), status

@@ -148,6 +148,7 @@ def local_judge(rest: Rest, namespace: str, pod_security: dict[str, str] | None,
         query={"fieldManager": FIELD_MANAGER, "force": "true"},
     )
     _install_hyperpod_crds(rest)
+    _install_operator_crds(rest)
     return Judge(rest, namespace, f"{where} ({rest.host})", local=True)
 
 
@@ -163,6 +164,17 @@ def _install_hyperpod_crds(rest: Rest) -> None:
             hyperpod.install_crds(rest, Path(folder))
         except (UserError, TimeoutError, ApiException):
             return  # the endpoints' rows then say their kind is not served
+
+
+def _install_operator_crds(rest: Rest) -> None:
+    """KEDA's and the Prometheus Operator's CRDs (their Go modules, pinned), so the local server judges
+    ScaledObjects, PrometheusRules and monitors too; without Go they stay absent (each row says so)."""
+    from kvtier.cluster import crds
+
+    try:
+        crds.install(rest, [*crds.keda(), *crds.prometheus_operator()])
+    except (UserError, TimeoutError, ApiException):
+        return
 
 
 def judge(
