@@ -7,10 +7,10 @@ export PATH := $(CURDIR)/.tools/bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 
 .PHONY: venv tools cluster-tools node-tools engine hyperpod-sdk check test lint generate publish clean
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml tools/pytest-helm-unittest/pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e tools/pytest-helm-unittest -e '.[test]'
 	touch $@
 
 venv: $(VENV)/.installed

@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from kvtier.unittest_plugin.reference import isolated_pytest, mirror_chart
+from kvtier.unittest_reference import isolated_pytest, mirror_chart
 
 ROOT = Path(__file__).resolve().parents[1]
 HELM_UNITTEST = ROOT / ".tools" / "bin" / "helm-unittest"

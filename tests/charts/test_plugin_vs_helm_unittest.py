@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from kvtier import paths
-from kvtier.unittest_plugin.reference import isolated_pytest, junit_verdicts, mirror_chart
+from kvtier.unittest_reference import isolated_pytest, junit_verdicts, mirror_chart
 
 CORPUS = paths.ROOT / "tests" / "unittest_corpus"
 CHARTS = [paths.CHARTS / "curvine", paths.CHARTS / "kv-tiered-inference", CORPUS / "corpus"]

@@ -69,3 +69,17 @@ def test_the_circle_check_finds_a_circle(tmp_path: Path, monkeypatch: pytest.Mon
     finally:
         sys.modules.pop("circled", None)
     assert [set(chain) for chain in found] == [{"circled.registry", "circled.rule_a"}]
+
+
+def test_the_pytest_plugin_imports_nothing_of_the_toolkit() -> None:
+    """pytest-helm-unittest is its own distribution: kvtier depends on it, never the other way round."""
+    plugin = grimp.build_graph("pytest_helm_unittest", "kvtier", cache_dir=None)
+    wrong = sorted(
+        f"{d['importer']} imports {d['imported']} (line {d['line_number']})"
+        for d in plugin.find_matching_direct_imports(import_expression="pytest_helm_unittest.** -> kvtier.**")
+    ) + sorted(
+        f"{d['importer']} imports {d['imported']} (line {d['line_number']})"
+        for d in plugin.find_matching_direct_imports(import_expression="pytest_helm_unittest -> kvtier.**")
+    )
+    assert wrong == [], "\n".join(wrong)
+    assert plugin.find_descendants("pytest_helm_unittest"), "the plugin package was not found"

@@ -9,10 +9,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
-from kvtier.unittest_plugin import chartcopy, goemit, govalues, job, values
-from kvtier.unittest_plugin.snapshot import SnapshotFile
-from kvtier.unittest_plugin.yamlpath import PathError, find
+from pytest_helm_unittest import chartcopy, goemit, govalues, job, values
+from pytest_helm_unittest.snapshot import SnapshotFile
+from pytest_helm_unittest.yamlpath import PathError, find
 
 
 @pytest.mark.parametrize(
@@ -179,8 +178,8 @@ def test_snapshot_file_round_trip(tmp_path: Path) -> None:
 
 
 def test_corpus_covers_every_assertion_type_plain_and_negated() -> None:
-    from kvtier.unittest_plugin.suite import parse_file
-    from kvtier.unittest_plugin.validators import VALIDATORS
+    from pytest_helm_unittest.suite import parse_file
+    from pytest_helm_unittest.validators import VALIDATORS
 
     corpus = Path(__file__).resolve().parents[1] / "unittest_corpus" / "corpus"
     forms = set()

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kvtier import paths
-from kvtier.unittest_plugin.reference import isolated_pytest
+from kvtier.unittest_reference import isolated_pytest
 
 CORPUS = paths.ROOT / "tests" / "unittest_corpus" / "corpus"
 HELM3 = paths.TOOLS_BIN / "helm3"

@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from kvtier.unittest_plugin.reference import junit_verdicts
+from kvtier.unittest_reference import junit_verdicts
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

@@ -21,8 +21,8 @@ from typing import Any
 
 import yaml
 
-from kvtier.unittest_plugin import batch, chartcopy, goemit
-from kvtier.unittest_plugin.request import RenderRequest, RenderResult
+from pytest_helm_unittest import batch, chartcopy, goemit
+from pytest_helm_unittest.request import RenderRequest, RenderResult
 
 DEFAULT_KUBE = ("1", "20")  # helm-unittest's Helm library default when built without ldflags
 _VALID_RELEASE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")

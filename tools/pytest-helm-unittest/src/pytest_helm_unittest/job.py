@@ -8,13 +8,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kvtier.unittest_plugin import chartcopy, govalues, render
-from kvtier.unittest_plugin.request import RenderRequest
-from kvtier.unittest_plugin.snapshot import SnapshotFile
-from kvtier.unittest_plugin.suite import Assertion, Job, Suite
-from kvtier.unittest_plugin.validators import VALIDATORS, Context
-from kvtier.unittest_plugin.values import ValuesError, user_values
-from kvtier.unittest_plugin.yamlpath import PathError, find
+from pytest_helm_unittest import chartcopy, govalues, render
+from pytest_helm_unittest.request import RenderRequest
+from pytest_helm_unittest.snapshot import SnapshotFile
+from pytest_helm_unittest.suite import Assertion, Job, Suite
+from pytest_helm_unittest.validators import VALIDATORS, Context
+from pytest_helm_unittest.values import ValuesError, user_values
+from pytest_helm_unittest.yamlpath import PathError, find
 
 # helm-unittest's reduction of a Helm error to (file, message): Go's (?msU) made explicit as lazy.
 _ERROR = re.compile(r"^(?:.+?: |.+? \()(?:(.+?):\d+:\d+).+?(?:.+?>)*?: (.+?)$", re.M | re.S)

@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
-from kvtier.unittest_plugin import chartcopy, job, render
-from kvtier.unittest_plugin.request import RenderRequest
-from kvtier.unittest_plugin.snapshot import SnapshotFile
-from kvtier.unittest_plugin.suite import Job, Suite, SuiteError, parse_file
-from kvtier.unittest_plugin.validators import VALIDATORS
-from kvtier.unittest_plugin.values import ValuesError
+from pytest_helm_unittest import chartcopy, job, render
+from pytest_helm_unittest.request import RenderRequest
+from pytest_helm_unittest.snapshot import SnapshotFile
+from pytest_helm_unittest.suite import Job, Suite, SuiteError, parse_file
+from pytest_helm_unittest.validators import VALIDATORS
+from pytest_helm_unittest.values import ValuesError
 
 _STATE = pytest.StashKey[dict[str, Any]]()
 
@@ -65,10 +65,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--helm-unittest-helm",
         default=None,
         metavar="PATH",
-        help="Helm 3 binary to render with (default: the pinned .tools/bin/helm3)",
+        help="Helm 3 binary to render with (default: ini helm_unittest_helm, else `helm` on PATH)",
     )
     parser.addini("helm_unittest_roots", "chart directories whose suites to run", type="linelist", default=[])
     parser.addini("helm_unittest_pattern", "suite file glob relative to a chart", default="tests/*_test.yaml")
+    parser.addini("helm_unittest_helm", "Helm 3 binary, relative to the rootdir or on PATH", default="")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -204,16 +205,25 @@ def _store_if_last(state: dict[str, Any], item: HelmUnitItem) -> None:
     state["snapshots"].pop(key).store(complete=complete)
 
 
+def _helm(config: pytest.Config) -> Path:
+    """The Helm 3 binary: --helm-unittest-helm, else ini helm_unittest_helm (a path relative to the
+    rootdir, or a name on PATH), else `helm` on PATH; a usage error naming what was looked for."""
+    wanted = config.getoption("--helm-unittest-helm") or config.getini("helm_unittest_helm") or "helm"
+    relative = config.rootpath / wanted
+    found = str(relative) if "/" in wanted and relative.is_file() else shutil.which(wanted)
+    if not found:
+        raise pytest.UsageError(
+            f"helm-unittest plugin: no Helm 3 binary at {wanted!r}; pass --helm-unittest-helm PATH "
+            "or set the ini option helm_unittest_helm"
+        )
+    return Path(found)
+
+
 def _renderer(config: pytest.Config) -> render.Renderer:
     state = config.stash[_STATE]
     if state["renderer"] is None:
-        helm = config.getoption("--helm-unittest-helm")
-        if helm is None:
-            from kvtier import toolchain
-
-            helm = str(toolchain.helm(3, allow_override=False))
         state["renderer"] = render.Renderer(
-            Path(helm), Path(tempfile.mkdtemp(prefix="kvtier-helm-unittest-"))
+            _helm(config), Path(tempfile.mkdtemp(prefix="pytest-helm-unittest-"))
         )
     return state["renderer"]
 

@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterator
 from functools import lru_cache
 from typing import Any
 
-from kvtier.unittest_plugin.goemit import sorted_keys
-from kvtier.unittest_plugin.govalues import go_format_float, resolve_plain
-from kvtier.unittest_plugin.yamlfilter import FilterError, compile_filter
+from pytest_helm_unittest.goemit import sorted_keys
+from pytest_helm_unittest.govalues import go_format_float, resolve_plain
+from pytest_helm_unittest.yamlfilter import FilterError, compile_filter
 
 Step = Callable[[Any, Any], Iterator[Any]]
 _NAME_STOP = set(".[)&|=!><~ ")

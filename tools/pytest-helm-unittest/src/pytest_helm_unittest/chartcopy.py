@@ -14,7 +14,7 @@ import shutil
 import tarfile
 from pathlib import Path
 
-from kvtier.unittest_plugin import batchtpl, goemit, govalues
+from pytest_helm_unittest import batchtpl, goemit, govalues
 
 PROBE = "!kvtier-probe.yaml"  # "!" sorts it last, so a real template's error is reported first
 PROBE_KEY = "kvtier-probe"

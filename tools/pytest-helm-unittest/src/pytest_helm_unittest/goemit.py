@@ -11,7 +11,7 @@ import functools
 import re
 from typing import Any
 
-from kvtier.unittest_plugin.govalues import GoTime, go_format_float, resolve_plain
+from pytest_helm_unittest.govalues import GoTime, go_format_float, resolve_plain
 
 _BREAKS = "\n\r\x85\u2028\u2029"
 _OLD_BOOLS = {

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kvtier.unittest_plugin import goemit, govalues
+from pytest_helm_unittest import goemit, govalues
 
 
 @dataclass

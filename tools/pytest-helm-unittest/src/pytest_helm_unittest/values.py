@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from kvtier.unittest_plugin import govalues
+from pytest_helm_unittest import govalues
 
 
 class ValuesError(ValueError):

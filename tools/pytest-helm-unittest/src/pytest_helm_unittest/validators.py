@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kvtier.unittest_plugin.checks import Context, Result
-from kvtier.unittest_plugin.checks_documents import (
+from pytest_helm_unittest.checks import Context, Result
+from pytest_helm_unittest.checks_documents import (
     contains_document,
     equal_raw,
     failed_template,
@@ -16,7 +16,7 @@ from kvtier.unittest_plugin.checks_documents import (
     match_regex_raw,
     snapshot_check,
 )
-from kvtier.unittest_plugin.checks_values import (
+from pytest_helm_unittest.checks_values import (
     contains,
     equal,
     exists,

@@ -8,10 +8,10 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from kvtier.unittest_plugin import messages as msg
-from kvtier.unittest_plugin.checks import Context, Result, msg_str, param, per_manifest, per_value, uniform
-from kvtier.unittest_plugin.govalues import go_equal, is_go_string
-from kvtier.unittest_plugin.yamlpath import find
+from pytest_helm_unittest import messages as msg
+from pytest_helm_unittest.checks import Context, Result, msg_str, param, per_manifest, per_value, uniform
+from pytest_helm_unittest.govalues import go_equal, is_go_string
+from pytest_helm_unittest.yamlpath import find
 
 
 def equal_raw(params: Any, ctx: Context) -> Result:

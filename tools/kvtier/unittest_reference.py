@@ -1,5 +1,5 @@
 """Working beside the real helm-unittest: a scratch mirror of the checkout, its JUnit verdicts, and the
-plugin's own run in a pytest that inherits nothing.
+plugin's (pytest-helm-unittest, tools/pytest-helm-unittest) own run in a pytest that inherits nothing.
 
 Shared by the comparison test, the corpus recorder, the plugin's tests and the benchmark, so all run
 both tools on the same layout and in the same way.
@@ -52,4 +52,5 @@ def isolated_pytest(rootdir: Path | str) -> tuple[list[str], dict[str, str]]:
     no ini file, no cache, none of the caller's PYTEST_ADDOPTS or PYTEST_PLUGINS."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
     command = [sys.executable, "-m", "pytest", "-c", os.devnull, "--rootdir", str(rootdir)]
-    return [*command, "-p", "no:cacheprovider"], env
+    # No ini file, so the plugin is told which Helm to render with: the pinned one.
+    return [*command, "-p", "no:cacheprovider", "--helm-unittest-helm", str(paths.TOOLS_BIN / "helm3")], env

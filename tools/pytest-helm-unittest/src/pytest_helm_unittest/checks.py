@@ -9,9 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kvtier.unittest_plugin import messages as msg
-from kvtier.unittest_plugin.govalues import go_equal, is_go_string
-from kvtier.unittest_plugin.yamlpath import PathError, find
+from pytest_helm_unittest import messages as msg
+from pytest_helm_unittest.govalues import go_equal, is_go_string
+from pytest_helm_unittest.yamlpath import PathError, find
 
 Result = tuple[bool, list[str]]
 

@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from kvtier.unittest_plugin.govalues import GoTime, go_format_float
+from pytest_helm_unittest.govalues import GoTime, go_format_float
 
 Pred = Callable[[Any, Any], bool]
 Typed = tuple[str, str]  # (type, text): string, int, float, boolean, null, regex, unknown

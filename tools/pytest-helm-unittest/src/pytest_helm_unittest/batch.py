@@ -18,8 +18,8 @@ from typing import Any
 
 import yaml
 
-from kvtier.unittest_plugin import batchtpl, chartcopy, goemit, govalues
-from kvtier.unittest_plugin.request import RenderRequest, RenderResult
+from pytest_helm_unittest import batchtpl, chartcopy, goemit, govalues
+from pytest_helm_unittest.request import RenderRequest, RenderResult
 
 _SOURCE = re.compile(r"^# Source: (.+)$", re.M)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kvtier.unittest_plugin import govalues
+from pytest_helm_unittest import govalues
 
 _SPLIT = re.compile(r"(?:^|\s*\n)---\s*")
 # What the pinned helm-unittest reports as its own version (built from the module proxy without
@@ -87,7 +87,7 @@ def _assertion(raw: Any, where: str) -> Assertion:
         raise SuiteError(f"{where}: no assertion type defined")
     if len(kinds) > 1:
         raise SuiteError(f"{where}: assertion type `{kinds[0]}` and `{kinds[1]}` is declared duplicately")
-    from kvtier.unittest_plugin.validators import VALIDATORS
+    from pytest_helm_unittest.validators import VALIDATORS
 
     if kinds[0] not in VALIDATORS:
         raise SuiteError(f"{where}: Assertion type `{kinds[0]}` is invalid")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 
-from kvtier.unittest_plugin.goemit import trusted_dump
+from pytest_helm_unittest.goemit import trusted_dump
 
 
 def yaml_text(value: object) -> str:

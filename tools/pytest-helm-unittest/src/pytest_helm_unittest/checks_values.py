@@ -8,8 +8,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from kvtier.unittest_plugin import messages as msg
-from kvtier.unittest_plugin.checks import (
+from pytest_helm_unittest import messages as msg
+from pytest_helm_unittest.checks import (
     Context,
     Result,
     normalize,
@@ -20,8 +20,8 @@ from kvtier.unittest_plugin.checks import (
     uniform,
     values_at,
 )
-from kvtier.unittest_plugin.govalues import go_equal, go_type_name, is_go_string
-from kvtier.unittest_plugin.yamlpath import PathError, find
+from pytest_helm_unittest.govalues import go_equal, go_type_name, is_go_string
+from pytest_helm_unittest.yamlpath import PathError, find
 
 
 def equal(params: Any, ctx: Context) -> Result:
