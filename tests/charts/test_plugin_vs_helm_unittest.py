@@ -1,4 +1,5 @@
-"""The pytest plugin against the real helm-unittest: same verdict for every `it` of every suite.
+"""The pytest plugin against the real helm-unittest: same verdict, and for a failure the same failed
+assertions, for every `it` of every suite (kvtier.unittest_compare, also `kvtier unittest-compare`).
 
 Both tools run on throw-away copies of each chart (they may write snapshot files). The corpus under
 tests/unittest_corpus/ also has verdicts recorded from the real helm-unittest (record.py), so the
@@ -9,14 +10,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from kvtier import paths
-from kvtier.unittest_reference import isolated_pytest, junit_verdicts, mirror_chart
+from kvtier import paths, unittest_compare
+from kvtier.unittest_compare import DEFAULT_PATTERN
+from kvtier.unittest_reference import mirror_chart
 
 CORPUS = paths.ROOT / "tests" / "unittest_corpus"
 CHARTS = [paths.CHARTS / "curvine", paths.CHARTS / "kv-tiered-inference", CORPUS / "corpus"]
@@ -24,53 +24,27 @@ HELM_UNITTEST = paths.TOOLS_BIN / "helm-unittest"
 HELM3 = paths.TOOLS_BIN / "helm3"
 
 
-def _keyed(rows: list[tuple[str, str, str]]) -> dict[tuple[str, str, int], str]:
-    """(suite, it, n-th occurrence) -> verdict, so repeated names still line up."""
-    seen: Counter[tuple[str, str]] = Counter()
-    out = {}
-    for suite, it, verdict in rows:
-        seen[(suite, it)] += 1
-        out[(suite, it, seen[(suite, it)])] = verdict
-    return out
-
-
 def helm_unittest_verdicts(chart: Path, workdir: Path) -> dict[tuple[str, str, int], str]:
-    report = workdir / "helm-unittest.xml"
-    subprocess.run(
-        [str(HELM_UNITTEST), "-f", "tests/*_test.yaml", "-t", "JUnit", "-o", str(report), str(chart)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    return _keyed(junit_verdicts(report))
+    found = unittest_compare.real_verdicts(chart, DEFAULT_PATTERN, workdir)
+    return {key: verdict.outcome for key, verdict in found.items()}
 
 
 def plugin_verdicts(chart: Path, workdir: Path, *extra: str) -> dict[tuple[str, str, int], str]:
-    """Run the plugin in a hermetic pytest: the chart as the only path, no ini file, no inherited addopts."""
-    report = workdir / "plugin.json"
-    cmd, env = isolated_pytest(chart)
-    cmd += ["-q", "--helm-unittest-root", str(chart), "--helm-unittest-report", str(report)]
-    cmd += [*extra, str(chart)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=chart, env=env, timeout=600, check=False)
-    assert report.is_file(), f"plugin run wrote no report:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    rows = [(r["suite"], r["it"], r["outcome"]) for r in json.loads(report.read_text())]
-    return _keyed(rows)
+    """The plugin in a hermetic pytest: the chart as the only path, no ini file, no inherited addopts."""
+    found = unittest_compare.plugin_verdicts(chart, DEFAULT_PATTERN, workdir, *extra)
+    return {key: verdict.outcome for key, verdict in found.items()}
 
 
 @pytest.mark.parametrize("chart", CHARTS, ids=[c.name for c in CHARTS])
-def test_same_verdict_for_every_case(chart: Path, tmp_path: Path, need) -> None:
+def test_same_verdict_and_failed_assertions_for_every_case(chart: Path, tmp_path: Path, need) -> None:
     need(HELM_UNITTEST.exists(), f"the real helm-unittest is not built at {HELM_UNITTEST} (make tools)")
     need(HELM3.exists(), f"pinned Helm 3 missing at {HELM3} (make tools)")
     need(any(chart.glob("tests/*_test.yaml")), f"{chart} has no suites yet")
-    real = helm_unittest_verdicts(mirror_chart(chart, tmp_path / "real"), tmp_path)
-    ours = plugin_verdicts(mirror_chart(chart, tmp_path / "plugin"), tmp_path)
-    assert real, "helm-unittest reported no test cases"
-    differing = {
-        k: (real.get(k), ours.get(k)) for k in real.keys() | ours.keys() if real.get(k) != ours.get(k)
-    }
-    assert not differing, "verdicts differ (helm-unittest, plugin):\n" + "\n".join(
-        f"  {suite} :: {it}: {pair}" for (suite, it, _), pair in sorted(differing.items())
+    result = unittest_compare.compare(chart, tmp_path)
+    assert result.real, "helm-unittest reported no test cases"
+    assert not result.differences, "cases differ (helm-unittest, plugin):\n" + "\n".join(
+        f"  {suite} :: {it}: {real.show() if real else None} vs {ours.show() if ours else None}"
+        for (suite, it, _), (real, ours) in result.differences.items()
     )
 
 

@@ -188,3 +188,19 @@ def test_corpus_covers_every_assertion_type_plain_and_negated() -> None:
             forms |= {(a.kind, a.negate) for job in suite.jobs for a in job.asserts}
     missing = {(kind, negate) for kind in VALIDATORS for negate in (False, True)} - forms
     assert not missing, f"corpus lacks these (assertion type, not) forms: {sorted(missing)}"
+
+
+def test_junit_failure_text_names_only_the_assertions_that_failed() -> None:
+    """helm-unittest's JUnit text lists a header for every assertion of a failed case; the failed ones
+    are those followed by their details (as on its console)."""
+    from kvtier.unittest_compare import junit_failed_asserts
+
+    text = (
+        " - asserts[0] `exists` fail , - asserts[1] `notExists` fail , - asserts[2] `isNull` fail , "
+        "Template:corpus/templates/deployment.yaml , DocumentIndex:0 , "
+        "Path:spec.nothing expected to NOT exists , "
+        "- asserts[3] `isNotNull` fail , - asserts[4] NOT `exists` fail ,"
+    )
+    assert junit_failed_asserts(text) == ((2, False, "isNull"),)
+    negated = " - asserts[0] NOT `equal` fail , Template:t.yaml , Path:a , Expected NOT to equal: , 1 ,"
+    assert junit_failed_asserts(negated) == ((0, True, "equal"),)

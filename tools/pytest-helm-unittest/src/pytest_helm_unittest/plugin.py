@@ -10,6 +10,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -157,11 +158,13 @@ class HelmUnitItem(pytest.Item):
     def __init__(self, *, suite: Suite, job: Job, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.suite, self.job = suite, job
+        self.failed_asserts: list[dict[str, Any]] = []
 
     def runtest(self) -> None:
         state = self.config.stash[_STATE]
         try:
             result = job.run_job(self.suite, self.job, _renderer(self.config), _snapshots(state, self))
+            self.failed_asserts = _failed_asserts(result.lines) if result.status == "failed" else []
         finally:
             state["ran"].setdefault(_suite_key(self.suite), set()).add(self.job.name)
             _store_if_last(state, self)
@@ -261,6 +264,17 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 _REPORTED: dict[str, str] = {}
+_FAILED_ASSERT = re.compile(r"^- asserts\[(\d+)\]( `not`)? `(\w+)` fail")
+
+
+def _failed_asserts(lines: list[str]) -> list[dict[str, Any]]:
+    """The assertions a failed case names, in helm-unittest's words: index, `not`, kind."""
+    found = []
+    for line in lines:
+        match = _FAILED_ASSERT.match(line)
+        if match:
+            found.append({"index": int(match[1]), "not": bool(match[2]), "kind": match[3]})
+    return found
 
 
 def _write_report(session: pytest.Session, target: str) -> None:
@@ -274,6 +288,7 @@ def _write_report(session: pytest.Session, target: str) -> None:
                     "suite": item.suite.name,
                     "it": item.job.name,
                     "outcome": _REPORTED.get(item.nodeid, "not run"),
+                    "failed_asserts": item.failed_asserts,
                 }
             )
     Path(target).write_text(json.dumps(rows, indent=1) + "\n")

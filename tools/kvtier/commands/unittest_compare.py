@@ -1,0 +1,53 @@
+"""`kvtier unittest-compare CHART...`: the real helm-unittest and pytest-helm-unittest on the same suites,
+case by case (kvtier.unittest_compare); exit 1 on any difference in verdict or failed assertions."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+from rich.console import Console
+
+from kvtier import exitcodes, unittest_compare
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "unittest-compare", help="compare pytest-helm-unittest with the real helm-unittest on charts"
+    )
+    p.add_argument("charts", nargs="+", type=Path, metavar="CHART", help="chart directories")
+    p.add_argument(
+        "--pattern", default=unittest_compare.DEFAULT_PATTERN, help="suite files, as helm-unittest's -f"
+    )
+    p.add_argument("--json", type=Path, metavar="FILE", help="write every case of both tools as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    console = Console(highlight=False)
+    rows, differing = [], 0
+    for chart in args.charts:
+        with tempfile.TemporaryDirectory(prefix="kvtier-unittest-compare-") as work:
+            result = unittest_compare.compare(chart, Path(work), args.pattern)
+        differences = result.differences
+        differing += len(differences)
+        status = "same" if not differences else f"{len(differences)} differ"
+        counts = f"{len(result.real)} cases (helm-unittest), {len(result.plugin)} (plugin)"
+        console.print(f"{chart}: {counts}: {status}")
+        for (suite, it, n), (real, ours) in differences.items():
+            occurrence = f" #{n}" if n > 1 else ""
+            console.print(f"  {suite} :: {it}{occurrence}", style="bold")
+            console.print(f"    helm-unittest: {real.show() if real else 'absent'}")
+            console.print(f"    plugin:        {ours.show() if ours else 'absent'}")
+        for key in sorted(result.real.keys() | result.plugin.keys()):
+            real, ours = result.real.get(key), result.plugin.get(key)
+            rows.append({
+                "chart": str(chart), "suite": key[0], "it": key[1], "occurrence": key[2],
+                "helm_unittest": real.show() if real else None, "plugin": ours.show() if ours else None,
+            })  # fmt: skip
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1) + "\n")
+    console.print(f"{len(rows)} case(s) compared, {differing} difference(s)")
+    return exitcodes.FINDINGS if differing else exitcodes.OK
