@@ -1,6 +1,6 @@
 """`kvtier unittest-compare`: the differential harness as a command, on charts where the two tools agree
 and on one where they do not (a suite with `kubernetesProvider`, fake objects for `lookup`, which
-helm-unittest v1.1.2 supports and the plugin refuses)."""
+the pinned helm-unittest supports and the plugin refuses)."""
 
 from __future__ import annotations
 
