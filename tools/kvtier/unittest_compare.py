@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import xml.etree.ElementTree as ET
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Any
 
 from kvtier import paths
 from kvtier.errors import UserError
-from kvtier.unittest_reference import isolated_pytest, mirror_chart
+from kvtier.unittest_reference import isolated_pytest, junit_cases, mirror_chart
 
 DEFAULT_PATTERN = "tests/*_test.yaml"
 CaseKey = tuple[str, str, int]
@@ -87,20 +86,12 @@ def real_verdicts(chart: Path, pattern: str, workdir: Path) -> dict[CaseKey, Ver
     )  # fmt: skip
     if not report.is_file():
         raise UserError(f"helm-unittest wrote no report for {chart}")
-    rows = []
-    for suite in ET.parse(report).getroot().iter("testsuite"):
-        for case in suite.iter("testcase"):
-            failure = case.find("failure")
-            if failure is None:
-                failure = case.find("error")
-            if case.find("skipped") is not None:
-                verdict = Verdict("skipped")
-            elif failure is not None:
-                verdict = Verdict("failed", junit_failed_asserts(failure.text or ""))
-            else:
-                verdict = Verdict("passed")
-            rows.append((suite.get("name", ""), case.get("name", ""), verdict))
-    return _keyed(rows)
+    return _keyed(
+        [
+            (suite, test, Verdict(verdict, junit_failed_asserts(text)))
+            for suite, test, verdict, text in junit_cases(report)
+        ]
+    )
 
 
 def plugin_verdicts(chart: Path, pattern: str, workdir: Path, *extra: str) -> dict[CaseKey, Verdict]:

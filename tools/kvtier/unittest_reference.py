@@ -33,18 +33,27 @@ def mirror_chart(chart: Path, dest: Path, root: Path = paths.ROOT) -> Path:
     return dst_dir
 
 
-def junit_verdicts(report: Path) -> list[tuple[str, str, str]]:
-    """(suite, test, passed|failed|skipped) for every test case of helm-unittest's JUnit report."""
+def junit_cases(report: Path) -> list[tuple[str, str, str, str]]:
+    """(suite, test, passed|failed|skipped, failure text) for every test case of helm-unittest's JUnit
+    report; the text is empty unless the case failed."""
     rows = []
     for suite in ET.parse(report).getroot().iter("testsuite"):
         for case in suite.iter("testcase"):
-            verdict = "passed"
-            if case.find("failure") is not None or case.find("error") is not None:
-                verdict = "failed"
+            verdict, text = "passed", ""
+            failure = case.find("failure")
+            if failure is None:
+                failure = case.find("error")
+            if failure is not None:
+                verdict, text = "failed", failure.text or ""
             if case.find("skipped") is not None:
-                verdict = "skipped"
-            rows.append((suite.get("name", ""), case.get("name", ""), verdict))
+                verdict, text = "skipped", ""
+            rows.append((suite.get("name", ""), case.get("name", ""), verdict, text))
     return rows
+
+
+def junit_verdicts(report: Path) -> list[tuple[str, str, str]]:
+    """(suite, test, passed|failed|skipped) for every test case of helm-unittest's JUnit report."""
+    return [(suite, test, verdict) for suite, test, verdict, _text in junit_cases(report)]
 
 
 def isolated_pytest(rootdir: Path | str) -> tuple[list[str], dict[str, str]]:

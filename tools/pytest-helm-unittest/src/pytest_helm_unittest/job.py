@@ -26,6 +26,8 @@ class JobResult:
     status: str  # passed | failed | skipped
     lines: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # (index, `not` as printed, kind) of each assertion named failed in `lines`
+    failed_asserts: list[tuple[int, bool, str]] = field(default_factory=list)
 
 
 _HAS_API = re.compile(r'Capabilities\.APIVersions\.Has\s+"([^"]+)"')
@@ -201,6 +203,7 @@ def run_job(suite: Suite, job: Job, renderer: render.Renderer, snapshots: Snapsh
 
     defaults = suite.templates or ["**"]
     passed_all, lines, skipped = True, [], 0
+    failed: list[tuple[int, bool, str]] = []
     for n, assertion in enumerate(job.asserts):
         validator, antonym, requires = VALIDATORS[assertion.kind]
         if assertion.template:
@@ -221,6 +224,7 @@ def run_job(suite: Suite, job: Job, renderer: render.Renderer, snapshots: Snapsh
         except PathError as err:
             passed_all = False
             lines += [f"- asserts[{n}] `{assertion.kind}` fail", "Error:", f"\t{err}"]
+            failed.append((n, False, assertion.kind))  # a path error is printed without `not`
             continue
         skip_empty = bool(job.selector and job.selector.get("skipEmptyTemplates") is True)
         negative = assertion.negate != antonym
@@ -259,7 +263,8 @@ def run_job(suite: Suite, job: Job, renderer: render.Renderer, snapshots: Snapsh
                 f"- asserts[{n}]{' `not`' if assertion.negate else ''} `{assertion.kind}` fail",
                 *fail_lines,
             ]
+            failed.append((n, assertion.negate, assertion.kind))
     if skipped == len(job.asserts):
         why = ["all assertions skipped: documentSelector.skipEmptyTemplates and no document"]
         return JobResult("skipped", why, warnings)
-    return JobResult("passed" if passed_all else "failed", lines, warnings)
+    return JobResult("passed" if passed_all else "failed", lines, warnings, failed)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
-import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -158,13 +157,13 @@ class HelmUnitItem(pytest.Item):
     def __init__(self, *, suite: Suite, job: Job, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.suite, self.job = suite, job
-        self.failed_asserts: list[dict[str, Any]] = []
+        self.failed_asserts: list[tuple[int, bool, str]] = []
 
     def runtest(self) -> None:
         state = self.config.stash[_STATE]
         try:
             result = job.run_job(self.suite, self.job, _renderer(self.config), _snapshots(state, self))
-            self.failed_asserts = _failed_asserts(result.lines) if result.status == "failed" else []
+            self.failed_asserts = result.failed_asserts
         finally:
             state["ran"].setdefault(_suite_key(self.suite), set()).add(self.job.name)
             _store_if_last(state, self)
@@ -264,17 +263,6 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 _REPORTED: dict[str, str] = {}
-_FAILED_ASSERT = re.compile(r"^- asserts\[(\d+)\]( `not`)? `(\w+)` fail")
-
-
-def _failed_asserts(lines: list[str]) -> list[dict[str, Any]]:
-    """The assertions a failed case names, in helm-unittest's words: index, `not`, kind."""
-    found = []
-    for line in lines:
-        match = _FAILED_ASSERT.match(line)
-        if match:
-            found.append({"index": int(match[1]), "not": bool(match[2]), "kind": match[3]})
-    return found
 
 
 def _write_report(session: pytest.Session, target: str) -> None:
@@ -288,7 +276,9 @@ def _write_report(session: pytest.Session, target: str) -> None:
                     "suite": item.suite.name,
                     "it": item.job.name,
                     "outcome": _REPORTED.get(item.nodeid, "not run"),
-                    "failed_asserts": item.failed_asserts,
+                    "failed_asserts": [
+                        {"index": n, "not": negate, "kind": kind} for n, negate, kind in item.failed_asserts
+                    ],
                 }
             )
     Path(target).write_text(json.dumps(rows, indent=1) + "\n")
