@@ -97,7 +97,7 @@ def operator_crds(kube_rest: Rest, need) -> list[str]:
     """KEDA's and the Prometheus Operator's CRDs from their Go modules (pinned in versions.env), installed:
     what environments with engine autoscaling, monitors and alerts need. No controller of theirs runs."""
     need(shutil.which("go") is not None, "Go is needed to fetch KEDA's and the Prometheus Operator's CRDs")
-    return crds.install(kube_rest, [*crds.keda(), *crds.prometheus_operator()])
+    return crds.install(kube_rest, crds.operators())
 
 
 @pytest.fixture

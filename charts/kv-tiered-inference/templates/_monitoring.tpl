@@ -27,15 +27,12 @@ namespace="{{ .Release.Namespace }}",service=~`{{ $names | join "|" }}`{{ includ
 namespace="{{ .Release.Namespace }}",cronjob="{{ include "kv-tiered-inference.l2EvictionName" . }}"{{ include "kv-tiered-inference.alertExtraSelector" . }}
 {{- end -}}
 
-{{/* The Curvine subchart's Service names, by its own helpers (templates are global; subchart defaults
-for the name overrides are empty). Input: the root context and a Service helper name. */}}
-{{- define "kv-tiered-inference.curvineService" -}}
+{{/* Series of one of the Curvine subchart's Services, named by the subchart's own helpers (templates are
+global; its name overrides default to empty). Input: dict "root" $ "helper" "curvine.masterName", and
+"suffix" for a Service named after a helper's name ("-node": the CSI node plugin's, curvine.csiName-node). */}}
+{{- define "kv-tiered-inference.curvineSeries" -}}
 {{- $curvine := dict "Values" (.root.Values.curvine | default dict) "Release" .root.Release "Chart" (dict "Name" "curvine") -}}
-{{- include .helper $curvine -}}
-{{- end -}}
-
-{{- define "kv-tiered-inference.curvineMasterSeries" -}}
-namespace="{{ .Release.Namespace }}",service="{{ include "kv-tiered-inference.curvineService" (dict "root" . "helper" "curvine.masterName") }}"{{ include "kv-tiered-inference.alertExtraSelector" . }}
+namespace="{{ .root.Release.Namespace }}",service="{{ include .helper $curvine }}{{ .suffix | default "" }}"{{ include "kv-tiered-inference.alertExtraSelector" .root }}
 {{- end -}}
 
 {{/*

@@ -41,6 +41,11 @@ def prometheus_operator() -> list[dict[str, Any]]:
     return _load(module / "example" / "prometheus-operator-crd", PROMETHEUS_OPERATOR_FILES)
 
 
+def operators() -> list[dict[str, Any]]:
+    """Both sets: what environments with engine autoscaling, monitors or alerts need."""
+    return [*keda(), *prometheus_operator()]
+
+
 def install(rest: Rest, crds: list[dict[str, Any]], timeout: float = 60) -> list[str]:
     """Create (or replace) the CRDs and wait until the API server serves them; their names."""
     names = []

@@ -17,12 +17,6 @@ KUBE_STATE_METRICS = "kube-state-metrics"
 CURVINE_MASTER = "curvine-master"
 CURVINE_FUSE = "curvine-fuse"
 
-# Curvine v0.4.1 (github.com/CurvineIO/curvine, tag v0.4.1): where each name is registered.
-CURVINE_SOURCES = {
-    CURVINE_MASTER: "curvine-master/src/master/master_metrics.rs (MasterMetrics::new, text_output)",
-    CURVINE_FUSE: "crates/client/curvine-client-core/src/client_metrics.rs (ClientMetrics::new)",
-}
-
 EXPORTER: dict[str, str] = {
     # vLLM (engine pods' /metrics, the PodMonitor)
     "vllm:prefix_cache_hits_total": VLLM,
@@ -44,7 +38,9 @@ EXPORTER: dict[str, str] = {
     "kube_cronjob_spec_suspend": KUBE_STATE_METRICS,
     "kube_cronjob_status_last_schedule_time": KUBE_STATE_METRICS,
     "kube_cronjob_status_last_successful_time": KUBE_STATE_METRICS,
-    # Curvine (its ServiceMonitor: master and, on each node, the FUSE client of the CSI node plugin)
+    # Curvine (its ServiceMonitor: master and, on each node, the FUSE client of the CSI node plugin).
+    # Registered in Curvine v0.4.1's curvine-master/src/master/master_metrics.rs (MasterMetrics) and
+    # crates/client/curvine-client-core/src/client_metrics.rs (ClientMetrics).
     "fs_used": CURVINE_MASTER,
     "capacity": CURVINE_MASTER,
     "worker_num": CURVINE_MASTER,

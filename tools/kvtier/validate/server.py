@@ -172,7 +172,7 @@ def _install_operator_crds(rest: Rest) -> None:
     from kvtier.cluster import crds
 
     try:
-        crds.install(rest, [*crds.keda(), *crds.prometheus_operator()])
+        crds.install(rest, crds.operators())
     except (UserError, TimeoutError, ApiException):
         return
 
