@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from kvtier import paths, unittest_compare
-from kvtier.unittest_compare import DEFAULT_PATTERN
 from kvtier.unittest_reference import mirror_chart
 
 CORPUS = paths.ROOT / "tests" / "unittest_corpus"
@@ -25,13 +24,13 @@ HELM3 = paths.TOOLS_BIN / "helm3"
 
 
 def helm_unittest_verdicts(chart: Path, workdir: Path) -> dict[tuple[str, str, int], str]:
-    found = unittest_compare.real_verdicts(chart, DEFAULT_PATTERN, workdir)
+    found = unittest_compare.real_verdicts(chart, unittest_compare.Collection(), workdir)
     return {key: verdict.outcome for key, verdict in found.items()}
 
 
 def plugin_verdicts(chart: Path, workdir: Path, *extra: str) -> dict[tuple[str, str, int], str]:
     """The plugin in a hermetic pytest: the chart as the only path, no ini file, no inherited addopts."""
-    found = unittest_compare.plugin_verdicts(chart, DEFAULT_PATTERN, workdir, *extra)
+    found = unittest_compare.plugin_verdicts(chart, unittest_compare.Collection(), workdir, *extra)
     return {key: verdict.outcome for key, verdict in found.items()}
 
 

@@ -22,7 +22,26 @@ from kvtier.errors import UserError
 from kvtier.unittest_reference import isolated_pytest, junit_cases, mirror_chart
 
 DEFAULT_PATTERN = "tests/*_test.yaml"
+
+
+@dataclass(frozen=True)
+class Collection:
+    """Which suites both tools run: helm-unittest's `-f` patterns and `--with-subchart`."""
+
+    patterns: tuple[str, ...] = ()
+    with_subchart: bool = True
+
+    def real_args(self) -> list[str]:
+        args = [a for p in self.patterns or (DEFAULT_PATTERN,) for a in ("-f", p)]
+        return args if self.with_subchart else [*args, "--with-subchart=false"]
+
+    def plugin_args(self) -> list[str]:
+        args = [a for p in self.patterns or (DEFAULT_PATTERN,) for a in ("--helm-unittest-pattern", p)]
+        return args if self.with_subchart else [*args, "--helm-unittest-no-subchart"]
+
+
 CaseKey = tuple[str, str, int]
+_SKIPPED = "skipped as 'documentSelector.skipEmptyTemplates: true'"  # an assertion's skip reason
 _ASSERT = re.compile(r"^- asserts\[(\d+)\] (NOT )?`(\w+)` fail$")
 
 
@@ -62,7 +81,8 @@ def _keyed(rows: list[tuple[str, str, Verdict]]) -> dict[CaseKey, Verdict]:
 
 def junit_failed_asserts(text: str) -> tuple[tuple[int, bool, str], ...]:
     """The failed assertions of one JUnit failure text. helm-unittest lists a header `- asserts[i] ...
-    fail` for every assertion of a failed case; only the failed ones are followed by their details."""
+    fail` for every assertion of a failed case; only the failed ones are followed by their details
+    (a skipped one by its skip reason)."""
     parts = [p.strip() for p in text.split(" , ")]
     failed = []
     for index, part in enumerate(parts):
@@ -70,18 +90,18 @@ def junit_failed_asserts(text: str) -> tuple[tuple[int, bool, str], ...]:
         if not match:
             continue
         following = parts[index + 1].strip(" ,") if index + 1 < len(parts) else ""
-        if following and not _ASSERT.match(following):
+        if following and not _ASSERT.match(following) and not following.startswith(_SKIPPED):
             failed.append((int(match[1]), bool(match[2]), match[3]))
     return tuple(failed)
 
 
-def real_verdicts(chart: Path, pattern: str, workdir: Path) -> dict[CaseKey, Verdict]:
+def real_verdicts(chart: Path, collection: Collection, workdir: Path) -> dict[CaseKey, Verdict]:
     binary = paths.TOOLS_BIN / "helm-unittest"
     if not binary.exists():
         raise UserError(f"the real helm-unittest is not built at {binary}; run `make tools`")
     report = workdir / "helm-unittest.xml"
     subprocess.run(
-        [str(binary), "-f", pattern, "-t", "JUnit", "-o", str(report), str(chart)],
+        [str(binary), *collection.real_args(), "-t", "JUnit", "-o", str(report), str(chart)],
         capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip
     if not report.is_file():
@@ -94,10 +114,12 @@ def real_verdicts(chart: Path, pattern: str, workdir: Path) -> dict[CaseKey, Ver
     )
 
 
-def plugin_verdicts(chart: Path, pattern: str, workdir: Path, *extra: str) -> dict[CaseKey, Verdict]:
+def plugin_verdicts(
+    chart: Path, collection: Collection, workdir: Path, *extra: str
+) -> dict[CaseKey, Verdict]:
     report = workdir / "plugin.json"
     cmd, env = isolated_pytest(chart)
-    cmd += ["-q", "--helm-unittest-root", str(chart), "--helm-unittest-pattern", pattern]
+    cmd += ["-q", "--helm-unittest-root", str(chart), *collection.plugin_args()]
     cmd += ["--helm-unittest-report", str(report), *extra, str(chart)]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=chart, env=env, timeout=900, check=False)
     if not report.is_file():
@@ -116,7 +138,9 @@ def plugin_verdicts(chart: Path, pattern: str, workdir: Path, *extra: str) -> di
     )
 
 
-def compare(chart: Path, workdir: Path, pattern: str = DEFAULT_PATTERN, *extra: str) -> ChartComparison:
+def compare(
+    chart: Path, workdir: Path, collection: Collection = Collection(), *extra: str
+) -> ChartComparison:
     """Both tools on `chart` (a directory inside the checkout, or anywhere: it is mirrored first)."""
     chart = chart.resolve()
     if not (chart / "Chart.yaml").is_file():
@@ -126,6 +150,6 @@ def compare(chart: Path, workdir: Path, pattern: str = DEFAULT_PATTERN, *extra: 
     plugin_copy = mirror_chart(chart, workdir / "plugin", root)
     return ChartComparison(
         chart,
-        real_verdicts(real_copy, pattern, workdir),
-        plugin_verdicts(plugin_copy, pattern, workdir, *extra),
+        real_verdicts(real_copy, collection, workdir),
+        plugin_verdicts(plugin_copy, collection, workdir, *extra),
     )

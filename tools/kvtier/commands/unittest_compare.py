@@ -19,7 +19,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("charts", nargs="+", type=Path, metavar="CHART", help="chart directories")
     p.add_argument(
-        "--pattern", default=unittest_compare.DEFAULT_PATTERN, help="suite files, as helm-unittest's -f"
+        "--pattern",
+        action="append",
+        default=[],
+        help=f"suite files, as helm-unittest's -f (repeatable; default {unittest_compare.DEFAULT_PATTERN})",
+    )
+    p.add_argument(
+        "--no-subchart", action="store_true", help="leave out subcharts' suites (helm-unittest's -s=false)"
     )
     p.add_argument("--json", type=Path, metavar="FILE", help="write every case of both tools as JSON")
     p.set_defaults(func=run)
@@ -30,7 +36,8 @@ def run(args: argparse.Namespace) -> int:
     rows, differing = [], 0
     for chart in args.charts:
         with tempfile.TemporaryDirectory(prefix="kvtier-unittest-compare-") as work:
-            result = unittest_compare.compare(chart, Path(work), args.pattern)
+            options = unittest_compare.Collection(tuple(args.pattern), not args.no_subchart)
+            result = unittest_compare.compare(chart, Path(work), options)
         differences = result.differences
         differing += len(differences)
         status = "same" if not differences else f"{len(differences)} differ"

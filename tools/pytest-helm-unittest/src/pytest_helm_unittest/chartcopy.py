@@ -79,6 +79,9 @@ def _prepare(
     meta_path = chart_dir / "Chart.yaml"
     meta = govalues.load(meta_path.read_text()) or {}
     meta.pop("kubeVersion", None)
+    library = str(meta.get("type", "")).lower() == "library"
+    if library:
+        meta["type"] = "application"  # `helm template` refuses a library chart; its templates go below
     for key in ("version", "appVersion"):
         if overrides.get(key):
             meta[key] = overrides[key]
@@ -110,7 +113,7 @@ def _prepare(
             (*path, name),
         )
     _filter_templates(
-        chart_dir, route, target_route, include, exclude, release, batch, path
+        chart_dir, route, target_route, include, exclude, release, batch, path, library
     )  # path: subchart names
     if batch and is_top:
         (chart_dir / "templates").mkdir(exist_ok=True)
@@ -126,6 +129,7 @@ def _filter_templates(
     release: dict[str, object],
     batch: bool = False,
     chart_path: tuple[str, ...] = (),
+    library: bool = False,
 ) -> None:
     templates_dir = chart_dir / "templates"
     if not templates_dir.is_dir():
@@ -140,7 +144,9 @@ def _filter_templates(
         if path.name.startswith("_"):
             continue
         full = f"{route}/templates/{rel}"
-        selected = any(p.search(full) for p in wanted) and not any(p.search(full) for p in unwanted)
+        # Helm's engine renders nothing of a library chart but its partials (isTemplateValid)
+        wanted_here = any(p.search(full) for p in wanted) and not any(p.search(full) for p in unwanted)
+        selected = wanted_here and not library
         if selected:
             kept.append(rel)
         else:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_helm_unittest import chartcopy, govalues, render
-from pytest_helm_unittest.request import RenderRequest
+from pytest_helm_unittest.request import RenderRequest, RenderResult
 from pytest_helm_unittest.snapshot import SnapshotFile
 from pytest_helm_unittest.suite import Assertion, Job, Suite
 from pytest_helm_unittest.validators import VALIDATORS, Context
@@ -26,7 +26,7 @@ class JobResult:
     status: str  # passed | failed | skipped
     lines: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    # (index, `not` as printed, kind) of each assertion named failed in `lines`
+    # (index, NOT as printed, kind) of each assertion named failed in `lines`
     failed_asserts: list[tuple[int, bool, str]] = field(default_factory=list)
 
 
@@ -41,6 +41,14 @@ def api_checks(chart_dir: Path) -> frozenset[str]:
         if "templates" in path.parts and path.is_file():
             found |= set(_HAS_API.findall(path.read_text(errors="replace")))
     return frozenset(found)
+
+
+# Helm's ValidateReleaseName error, for a release name a test sets (helm-unittest checks it itself)
+_INVALID_RELEASE_NAME = (
+    "invalid release name, must match regex "
+    "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$ and the length must not be "
+    "longer than 53"
+)
 
 
 def capability_warnings(suite: Suite, job: Job, defaults: frozenset[str]) -> list[str]:
@@ -178,15 +186,20 @@ def run_job(suite: Suite, job: Job, renderer: render.Renderer, snapshots: Snapsh
         request = render_request(suite, job)
     except ValuesError as err:
         return JobResult("failed", [f"Error: {err}"])
-    result = renderer.render(request)
     warnings = capability_warnings(suite, job, renderer.api_defaults())
+    name = str(job.release.get("name") or "")
+    before_render = bool(name) and not render.valid_release_name(name)  # Helm's check, done first
+    result = RenderResult({}, _INVALID_RELEASE_NAME) if before_render else renderer.render(request)
     require_success = all(VALIDATORS[a.kind][2] for a in job.asserts)
     chart = chartcopy.chart_name(suite.chart_dir)
     render_error: str | None = None
+    exec_error: str | None = None  # a render error no assertion expects: the case's own error
     files, succeeded = result.files, result.error is None
-    if result.error is not None:
-        if require_success:
-            return JobResult("failed", ["Error: " + result.error])
+    if result.error is not None and (require_success or before_render):
+        # helm-unittest still runs the assertions on no output: they may all be skipped
+        exec_error, files = result.error, {}
+        render_error = result.error if before_render else None
+    elif result.error is not None:
         files, parsed = _reduce_error(result.error, suite)
         if not parsed:
             render_error = result.error
@@ -223,8 +236,12 @@ def run_job(suite: Suite, job: Job, renderer: render.Renderer, snapshots: Snapsh
             selected = _select(assertion, job, docs)
         except PathError as err:
             passed_all = False
-            lines += [f"- asserts[{n}] `{assertion.kind}` fail", "Error:", f"\t{err}"]
-            failed.append((n, False, assertion.kind))  # a path error is printed without `not`
+            lines += [
+                f"- asserts[{n}]{' NOT' if assertion.negate else ''} `{assertion.kind}` fail",
+                "Error:",
+                f"\t{err}",
+            ]
+            failed.append((n, assertion.negate, assertion.kind))
             continue
         skip_empty = bool(job.selector and job.selector.get("skipEmptyTemplates") is True)
         negative = assertion.negate != antonym
@@ -260,11 +277,13 @@ def run_job(suite: Suite, job: Job, renderer: render.Renderer, snapshots: Snapsh
         if not ok:
             passed_all = False
             lines += [
-                f"- asserts[{n}]{' `not`' if assertion.negate else ''} `{assertion.kind}` fail",
+                f"- asserts[{n}]{' NOT' if assertion.negate else ''} `{assertion.kind}` fail",
                 *fail_lines,
             ]
             failed.append((n, assertion.negate, assertion.kind))
     if skipped == len(job.asserts):
         why = ["all assertions skipped: documentSelector.skipEmptyTemplates and no document"]
         return JobResult("skipped", why, warnings)
+    if exec_error is not None and not passed_all:
+        return JobResult("failed", ["Error: " + exec_error], warnings)  # reported without assertions
     return JobResult("passed" if passed_all else "failed", lines, warnings, failed)

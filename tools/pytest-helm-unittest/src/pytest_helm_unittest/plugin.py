@@ -7,18 +7,18 @@ the project's own `pytest tests` never collects chart suites by accident. One it
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_helm_unittest import chartcopy, job, render
+from pytest_helm_unittest import collect, job, render
 from pytest_helm_unittest.request import RenderRequest
 from pytest_helm_unittest.snapshot import SnapshotFile
 from pytest_helm_unittest.suite import Job, Suite, SuiteError, parse_file
@@ -39,9 +39,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--helm-unittest-pattern",
-        default=None,
+        action="append",
+        default=[],
         metavar="GLOB",
-        help="suite files relative to each chart (default: tests/*_test.yaml)",
+        help="suite files relative to each chart, as helm-unittest's -f (repeatable; default: "
+        "tests/*_test.yaml)",
+    )
+    group.addoption(
+        "--helm-unittest-no-subchart",
+        action="store_true",
+        default=False,
+        help="leave out the suites of subcharts (helm-unittest's --with-subchart=false)",
     )
     group.addoption(
         "--update-snapshots",
@@ -68,7 +76,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="Helm 3 binary to render with (default: ini helm_unittest_helm, else `helm` on PATH)",
     )
     parser.addini("helm_unittest_roots", "chart directories whose suites to run", type="linelist", default=[])
-    parser.addini("helm_unittest_pattern", "suite file glob relative to a chart", default="tests/*_test.yaml")
+    parser.addini(
+        "helm_unittest_pattern", "suite file globs relative to a chart", type="linelist", default=[]
+    )
     parser.addini("helm_unittest_helm", "Helm 3 binary, relative to the rootdir or on PATH", default="")
 
 
@@ -79,10 +89,14 @@ def pytest_configure(config: pytest.Config) -> None:
         roots = [Path(r).resolve() for r in cli_roots]
     else:  # ini entries are relative to the ini file's directory
         roots = [(config.rootpath / r).resolve() for r in config.getini("helm_unittest_roots")]
-    pattern = config.getoption("--helm-unittest-pattern") or config.getini("helm_unittest_pattern")
+    patterns = config.getoption("--helm-unittest-pattern") or config.getini("helm_unittest_pattern")
+    plans = _plans(
+        roots, patterns or [collect.DEFAULT_PATTERN], config.getoption("--helm-unittest-no-subchart")
+    )
     config.stash[_STATE] = {
         "roots": roots,
-        "pattern": pattern,
+        "plans": plans,
+        "parsed": {},
         "snapshots": {},
         "ran": {},
         "renderer": None,
@@ -95,58 +109,128 @@ def pytest_configure(config: pytest.Config) -> None:
             str(r) for r in roots if not any(Path(a).resolve() in (r, *r.parents) for a in config.args)
         ]
         config.args.extend(missing)
+    outside = [p for p in plans if p.is_file() and not any(r in p.parents for r in roots)]
+    config.args.extend(str(p) for p in outside)  # suites a pattern finds outside every chart
 
 
-def _route_for(path: Path, state: dict[str, Any]) -> tuple[Path, str] | None:
-    """(top chart dir, chart route) when path is a suite file of a configured chart or its subchart."""
-    for root in state["roots"]:
-        try:
-            rel = path.relative_to(root)
-        except ValueError:
+@dataclass(frozen=True)
+class _Planned:
+    root: Path
+    route: str
+    top: bool
+    rank: tuple[int, int]  # (root, position in helm-unittest's order)
+
+
+def _plans(roots: list[Path], patterns: list[str], no_subchart: bool) -> dict[Path, list[_Planned]]:
+    """Every suite file helm-unittest would open for the roots, by resolved path."""
+    plans: dict[Path, list[_Planned]] = {}
+    for root_index, root in enumerate(roots):
+        if not (root / "Chart.yaml").is_file():
             continue
-        if fnmatch.fnmatch(rel.as_posix(), state["pattern"]):
-            return root, chartcopy.chart_name(root)
-        parts = rel.parts
-        if len(parts) > 2 and parts[0] == "charts" and (root / "charts" / parts[1] / "Chart.yaml").is_file():
-            sub = root / "charts" / parts[1]
-            if fnmatch.fnmatch(path.relative_to(sub).as_posix(), state["pattern"]):
-                return root, f"{chartcopy.chart_name(root)}/charts/{chartcopy.chart_name(sub)}"
+        try:
+            planned = collect.suite_plan(root, patterns, with_subchart=not no_subchart)
+        except collect.PatternError as err:
+            raise pytest.UsageError(
+                f"helm-unittest plugin: bad suite pattern {err} (Go filepath.Match syntax)"
+            ) from None
+        for position, entry in enumerate(planned):
+            where = _Planned(root, entry.chart_route, entry.top, (root_index, position))
+            plans.setdefault(entry.path.resolve(), []).append(where)
+    return plans
+
+
+def _parsed(state: dict[str, Any], path: Path, where: _Planned) -> list[Suite] | SuiteError:
+    key = (path, where.route)
+    if key not in state["parsed"]:
+        try:
+            state["parsed"][key] = parse_file(path, where.root, where.route)
+        except (SuiteError, OSError, UnicodeDecodeError) as err:
+            state["parsed"][key] = err if isinstance(err, SuiteError) else SuiteError(f"{path}: {err}")
+    result: list[Suite] | SuiteError = state["parsed"][key]
+    return result
+
+
+def _first_error(
+    state: dict[str, Any], root: Path, routes: set[str] | None
+) -> tuple[Path, SuiteError] | None:
+    """The first planned file of the root that fails to parse, among the top chart's files (routes
+    None) or those of the given subchart routes."""
+    for path, entries in state["plans"].items():
+        for entry in entries:
+            if entry.root != root or not (entry.top if routes is None else entry.route in routes):
+                continue
+            result = _parsed(state, path, entry)
+            if isinstance(result, SuiteError):
+                return path, result
+    return None
+
+
+def _subchart_chain(route: str) -> set[str]:
+    """A subchart's route and those of the subcharts above it, not the top chart's."""
+    parts = route.split("/charts/")
+    return {"/charts/".join(parts[:n]) for n in range(2, len(parts) + 1)}
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Visit what helm-unittest selects even where pytest's norecursedirs would not look."""
+    state = config.stash.get(_STATE, None)
+    if not state or not state["plans"]:
+        return None
+    path = collection_path.resolve()
+    if path in state["plans"] or any(path in p.parents for p in state["plans"]):
+        return False
     return None
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     state = parent.config.stash[_STATE]
-    if not state["roots"] or file_path.suffix not in (".yaml", ".yml"):
+    entries = state["plans"].get(file_path.resolve()) if state["roots"] else None
+    if not entries:
         return None
-    found = _route_for(file_path.resolve(), state)
-    if found is None:
-        return None
-    return SuiteFile.from_parent(parent, path=file_path, chart_dir=found[0], chart_route=found[1])
+    return SuiteFile.from_parent(parent, path=file_path, planned=entries)
 
 
 class SuiteFile(pytest.File):
-    def __init__(self, *, chart_dir: Path, chart_route: str, **kwargs: Any) -> None:
+    """One suite file; helm-unittest runs it once per time its patterns select it."""
+
+    def __init__(self, *, planned: list[_Planned], **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.chart_dir, self.chart_route = chart_dir, chart_route
+        self.planned = planned
 
     def collect(self) -> Iterator[pytest.Item]:
-        try:
-            suites = parse_file(self.path, self.chart_dir, self.chart_route)
-        except SuiteError as err:
-            raise self.CollectError(str(err)) from None
-        chart = self.chart_route.rsplit("/", 1)[-1]
+        state = self.config.stash[_STATE]
         seen: dict[str, int] = {}
-        for suite in suites:
-            for test in suite.jobs:
-                name = f"{chart}::{suite.name}::{test.name}"
-                seen[name] = seen.get(name, 0) + 1
-                item = HelmUnitItem.from_parent(
-                    self, name=name if seen[name] == 1 else f"{name}[{seen[name]}]", suite=suite, job=test
-                )
-                item.add_marker(pytest.mark.helm_unittest)
-                if test.skip_reason:
-                    item.add_marker(pytest.mark.skip(reason=test.skip_reason))
-                yield item
+        for where in self.planned:
+            # helm-unittest runs no suite of a chart one of whose top files fails to parse, and none of
+            # a subchart (or below it) one of whose files does.
+            broken = _first_error(state, where.root, None)
+            if broken and where.top and broken[0] == self.path.resolve():
+                raise self.CollectError(str(broken[1]))
+            if broken:
+                continue  # reported once, by the broken file
+            broken = _first_error(state, where.root, _subchart_chain(where.route))
+            if broken:
+                message = f"suites of {where.route} left out, as helm-unittest does: {broken[1]}"
+                self.warn(pytest.PytestWarning(message))
+                continue
+            suites = _parsed(state, self.path.resolve(), where)
+            assert not isinstance(suites, SuiteError)
+            chart = where.route.rsplit("/", 1)[-1]
+            for suite in suites:
+                for job_index, test in enumerate(suite.jobs):
+                    name = f"{chart}::{suite.name}::{test.name}"
+                    seen[name] = seen.get(name, 0) + 1
+                    item = HelmUnitItem.from_parent(
+                        self,
+                        name=name if seen[name] == 1 else f"{name}[{seen[name]}]",
+                        suite=suite,
+                        job=test,
+                        rank=(*where.rank, suite.index, job_index),
+                    )
+                    item.add_marker(pytest.mark.helm_unittest)
+                    if test.skip_reason:
+                        item.add_marker(pytest.mark.skip(reason=test.skip_reason))
+                    yield item
 
 
 class HelmUnitFailure(Exception):
@@ -154,9 +238,9 @@ class HelmUnitFailure(Exception):
 
 
 class HelmUnitItem(pytest.Item):
-    def __init__(self, *, suite: Suite, job: Job, **kwargs: Any) -> None:
+    def __init__(self, *, suite: Suite, job: Job, rank: tuple[int, ...], **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.suite, self.job = suite, job
+        self.suite, self.job, self.rank = suite, job, rank
         self.failed_asserts: list[tuple[int, bool, str]] = []
 
     def runtest(self) -> None:
@@ -299,8 +383,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """helm-unittest keeps the last Kubernetes version a test set as the default for later tests
-    (its Helm capabilities are a shared global); replay that over the full run, in file order."""
+    """Run the cases in helm-unittest's order (pytest's walk puts charts/ before tests/), then replay
+    how it keeps the last Kubernetes version a test set as the default for later tests (its Helm
+    capabilities are a shared global)."""
+    slots = [i for i, item in enumerate(items) if isinstance(item, HelmUnitItem)]
+    ordered = sorted((items[i] for i in slots), key=lambda item: item.rank)  # type: ignore[attr-defined]
+    for slot, item in zip(slots, ordered, strict=True):
+        items[slot] = item
     major, minor = render.DEFAULT_KUBE
     for item in items:
         if not isinstance(item, HelmUnitItem) or item.job.skip_reason:

@@ -200,6 +200,11 @@ def default_api_versions(helm: Path, workdir: Path) -> frozenset[str]:
     return frozenset(json.loads(doc.get("apis") or "[]"))
 
 
+def valid_release_name(name: str) -> bool:
+    """Helm's ValidateReleaseName: a DNS-1123 subdomain of at most 53 characters."""
+    return len(name) <= 53 and _VALID_RELEASE.fullmatch(name) is not None
+
+
 def _release_arg(name: str) -> str:
     """A name `helm template` accepts; the probe gives templates the real one."""
     if _VALID_RELEASE.match(name):
