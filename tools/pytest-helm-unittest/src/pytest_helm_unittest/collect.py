@@ -1,6 +1,6 @@
 """Which suite files helm-unittest runs for a chart, and in what order.
 
-helm-unittest v1.1.2 joins each `-f` pattern to the chart directory and expands it with Go's
+The pinned helm-unittest joins each `-f` pattern to the chart directory and expands it with Go's
 filepath.Glob, or with yargevad/filepathx when the pattern holds `**`. Then, with subcharts on (its
 default), it does the same for every dependency Helm's loader finds in charts/: at
 charts/<name from its Chart.yaml> (not the directory's own name, so a .tgz dependency has no suites),
