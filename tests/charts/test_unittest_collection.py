@@ -11,10 +11,10 @@ helm-unittest in the same run, so the test only pins that the chart still exerci
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
+import unittest_gen
 import yaml
 
 from kvtier import paths, unittest_compare
@@ -40,11 +40,9 @@ data:
 
 
 def _chart(directory: Path, name: str, kind: str = "application", deps: list | None = None) -> None:
-    (directory / "templates").mkdir(parents=True)
-    meta = {"apiVersion": "v2", "name": name, "version": "0.1.0", "type": kind}
-    if deps:
-        meta["dependencies"] = deps
-    (directory / "Chart.yaml").write_text(yaml.safe_dump(meta))
+    """A chart with one ConfigMap template and suites at tests/a and tests/deep/b."""
+    unittest_gen.chart_yaml(directory, name, kind, deps)
+    (directory / "templates").mkdir()
     (directory / "templates" / "cm.yaml").write_text(CM)
     for rel in ("a", "deep/b"):
         suite = directory / "tests" / f"{rel}_test.yaml"
@@ -83,10 +81,7 @@ def _collection_chart(root: Path) -> Path:
         _chart(charts / directory, name)
     _chart(charts / "lib", "lib", kind="library")
     _chart(root / "packed-src", "packed")
-    subprocess.run(
-        [str(paths.TOOLS_BIN / "helm3"), "package", str(root / "packed-src"), "-d", str(charts)],
-        check=True, capture_output=True,
-    )  # fmt: skip
+    unittest_gen.package(root / "packed-src", charts, paths.TOOLS_BIN / "helm3")
     return top
 
 

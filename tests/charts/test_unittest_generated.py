@@ -21,7 +21,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 
 from kvtier import paths, unittest_compare
 
-EXAMPLES = int(os.environ.get("KVTIER_UNITTEST_GEN_EXAMPLES", "16"))
+DEFAULT_EXAMPLES = 16
+EXAMPLES = int(os.environ.get("KVTIER_UNITTEST_GEN_EXAMPLES", DEFAULT_EXAMPLES))
 RANDOM = os.environ.get("KVTIER_UNITTEST_GEN_RANDOM") == "1"
 MINIMUM_CASES = 1000
 
@@ -71,5 +72,5 @@ def test_generated_suites_get_helm_unittests_verdicts(capsys) -> None:
             f"({totals['failed']} failing under helm-unittest), {totals['differences']} disagreements"
         )
     assert totals["differences"] == 0
-    if EXAMPLES == 16:
+    if EXAMPLES == DEFAULT_EXAMPLES:
         assert totals["cases"] >= MINIMUM_CASES, "the generator no longer reaches the cases CI promises"

@@ -135,9 +135,10 @@ def _write(path: Path, content: str | dict[str, Any]) -> None:
     path.write_text(content if isinstance(content, str) else yaml.safe_dump(content, sort_keys=False))
 
 
-def _chart(
+def chart_yaml(
     directory: Path, name: str, kind: str = "application", deps: list[dict[str, Any]] | None = None
 ) -> None:
+    """directory/Chart.yaml for a chart of that name, type and dependencies."""
     meta: dict[str, Any] = {"apiVersion": "v2", "name": name, "version": "0.1.0", "type": kind}
     if deps:
         meta["dependencies"] = deps
@@ -145,8 +146,8 @@ def _chart(
 
 
 def write_family(root: Path, drawn: Family) -> Path:
-    """The chart family under root/gen, `enabled` giving the top values that switch subcharts, and
-    `suites` mapping a suite file (relative to the top chart) to its suites. Returns the top chart."""
+    """The drawn chart family written under root/gen (its suites at their paths relative to the top
+    chart); returns the top chart."""
     top = root / "gen"
     deps = [
         {"name": "sub", "version": "0.1.0", "condition": "sub.enabled"},
@@ -154,7 +155,7 @@ def write_family(root: Path, drawn: Family) -> Path:
         {"name": "lib", "version": "0.1.0"},
         {"name": "mid", "version": "0.1.0", "condition": "mid.enabled"},
     ]
-    _chart(top, "gen", deps=deps)
+    chart_yaml(top, "gen", deps=deps)
     for name, text in TOP_TEMPLATES.items():
         _write(top / "templates" / name, text)
     values = yaml.safe_load(yaml.safe_dump(TOP_VALUES))
@@ -166,18 +167,18 @@ def write_family(root: Path, drawn: Family) -> Path:
         for name, content in VALUES_FILES.items():
             _write(top / tests_dir / "values" / name, content)
     for name in ("sub", "tagged"):
-        _chart(top / "charts" / name, name)
+        chart_yaml(top / "charts" / name, name)
         _write(top / "charts" / name / "templates" / "cm.yaml", SUB_TEMPLATE)
         _write(top / "charts" / name / "values.yaml", {"greeting": f"{name} default"})
-    _chart(top / "charts" / "lib", "lib", "library")
+    chart_yaml(top / "charts" / "lib", "lib", "library")
     _write(
         top / "charts" / "lib" / "templates" / "_lib.tpl", '{{- define "lib.name" -}}from-lib{{- end -}}\n'
     )
     _write(top / "charts" / "lib" / "templates" / "dropped.yaml", SUB_TEMPLATE)  # a library renders none
     mid = top / "charts" / "mid"
-    _chart(mid, "mid", deps=[{"name": "sub", "version": "0.1.0", "condition": "sub.enabled"}])
+    chart_yaml(mid, "mid", deps=[{"name": "sub", "version": "0.1.0", "condition": "sub.enabled"}])
     _write(mid / "templates" / "cm.yaml", SUB_TEMPLATE)
-    _chart(mid / "charts" / "sub", "sub")
+    chart_yaml(mid / "charts" / "sub", "sub")
     _write(mid / "charts" / "sub" / "templates" / "cm.yaml", SUB_TEMPLATE)
     for rel, content in drawn.suites.items():
         _write(top / rel, "".join("---\n" + yaml.safe_dump(s, sort_keys=False) for s in content))

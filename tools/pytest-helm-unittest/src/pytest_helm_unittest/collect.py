@@ -180,15 +180,16 @@ def pattern_files(chart_path: str, patterns: list[str]) -> list[str]:
 
 @dataclass
 class _Chart:
-    name: str
     metadata: dict[str, Any]
-    directory: Path | None  # None for a .tgz dependency
-    dependencies: list[_Chart]
+    dependencies: list[_Chart]  # none for a .tgz: nothing under charts/<name> can lie inside it
+
+    @property
+    def name(self) -> str:
+        return str(self.metadata.get("name", ""))
 
 
 def _load(directory: Path) -> _Chart:
-    metadata = _metadata((directory / "Chart.yaml").read_text())
-    return _Chart(str(metadata.get("name", "")), metadata, directory, _dependencies(directory / "charts"))
+    return _Chart(_metadata((directory / "Chart.yaml").read_text()), _dependencies(directory / "charts"))
 
 
 def _metadata(text: str) -> dict[str, Any]:
@@ -222,7 +223,7 @@ def _archive(path: Path) -> _Chart:
             metadata = _metadata(handle.read().decode()) if handle else {}
     except (tarfile.TarError, StopIteration, OSError, UnicodeDecodeError):
         metadata = {}
-    return _Chart(str(metadata.get("name", "")), metadata, None, [])
+    return _Chart(metadata, [])
 
 
 def condition_holds(condition: str, values: dict[str, Any]) -> bool:

@@ -387,9 +387,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     how it keeps the last Kubernetes version a test set as the default for later tests (its Helm
     capabilities are a shared global)."""
     slots = [i for i, item in enumerate(items) if isinstance(item, HelmUnitItem)]
-    ordered = sorted((items[i] for i in slots), key=lambda item: item.rank)  # type: ignore[attr-defined]
-    for slot, item in zip(slots, ordered, strict=True):
-        items[slot] = item
+    cases = [item for item in items if isinstance(item, HelmUnitItem)]
+    for slot, case in zip(slots, sorted(cases, key=lambda case: case.rank), strict=True):
+        items[slot] = case
     major, minor = render.DEFAULT_KUBE
     for item in items:
         if not isinstance(item, HelmUnitItem) or item.job.skip_reason:
