@@ -74,3 +74,43 @@ def test_generated_suites_get_helm_unittests_verdicts(capsys) -> None:
     assert totals["differences"] == 0
     if EXAMPLES == DEFAULT_EXAMPLES:
         assert totals["cases"] >= MINIMUM_CASES, "the generator no longer reaches the cases CI promises"
+
+
+# Disagreements the generator found, kept as named cases over one fixed family (mid and its own sub on)
+FOUND = {
+    "includeCrds lists the CRDs of a sub-subchart": (
+        {"includeCrds": True},
+        {
+            "asserts": [
+                {"hasDocuments": {"count": 1}, "template": "charts/mid/charts/sub/crds/crd.yaml"},
+                {
+                    "isKind": {"of": "CustomResourceDefinition"},
+                    "template": "charts/mid/charts/sub/crds/crd.yaml",
+                },
+            ]
+        },
+    ),
+    "a skipped assertion sets the case back to passed": (
+        {},
+        {
+            "documentSelector": {"path": "kind", "value": "ConfigMap", "skipEmptyTemplates": True},
+            "asserts": [
+                {"notFailedTemplate": {}, "documentIndex": 1},  # fails: several ConfigMaps match
+                {"hasDocuments": {"count": 0}, "template": "*.yaml", "documentIndex": 0},  # skipped
+            ],
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FOUND))
+def test_found_disagreements_stay_fixed(name: str, tmp_path: Path) -> None:
+    suite_fields, test_fields = FOUND[name]
+    test = {"it": name, **test_fields}
+    drawn = unittest_gen.Family(
+        {"sub": False, "tagged": False, "mid": True},
+        {"tests/found_test.yaml": [{"suite": "found", **suite_fields, "tests": [test]}]},
+    )
+    result = unittest_compare.compare(unittest_gen.write_family(tmp_path / "src", drawn), tmp_path / "run")
+    assert [v.outcome for v in result.real.values()] == ["passed"], "helm-unittest's verdict changed"
+    assert not result.differences, _describe(result)

@@ -3,11 +3,12 @@
 A chart family exercises what the suite format reaches: a top chart whose templates read values,
 release, capabilities and chart metadata, render empty, fail on demand, emit several documents and
 NOTES.txt; a subchart behind a `condition`, one behind `tags`, a library chart, and a middle chart whose
-own subchart shares the first one's name. Which subcharts are on is drawn too. Suites are drawn from
-every field helm-unittest reads (values files and `set` at suite and test level, release, capabilities
-and chart overrides with null and empty values, templates and globs, documentIndex/documentSelector,
-assertions with and without `not`, snapshots). Nothing is expected of a case: the test only asks the
-real helm-unittest and the plugin for the same verdict.
+own subchart shares the first one's name; CRDs at three depths. Which subcharts are on is drawn too.
+Suites are drawn from every field helm-unittest reads (values files and `set` at suite and test level,
+release, capabilities and chart overrides with null and empty values, templates and globs, includeCrds,
+documentIndex/documentSelector with skipEmptyTemplates, assertions with and without `not`, snapshots).
+Nothing is expected of a case: the test only asks the real helm-unittest and the plugin for the same
+verdict. Part of the cases use assertions that hold on the default render, so that about a quarter pass.
 """
 
 from __future__ import annotations
@@ -127,6 +128,14 @@ VALUES_FILES = {
     "service.yaml": {"optional": {"enabled": True, "port": 8080}, "ports": [1, 2]},
     "nulls.yaml": {"mode": None, "extra": {"k": None}, "multi": {"second": False}},
 }
+CRD = """apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: {plural}.x.io
+spec:
+  group: x.io
+  names: {{kind: {kind}, plural: {plural}}}
+"""
 TOP_TEMPLATE_NAMES = [n for n in TOP_TEMPLATES if not n.startswith("_")]
 
 
@@ -180,6 +189,13 @@ def write_family(root: Path, drawn: Family) -> Path:
     _write(mid / "templates" / "cm.yaml", SUB_TEMPLATE)
     chart_yaml(mid / "charts" / "sub", "sub")
     _write(mid / "charts" / "sub" / "templates" / "cm.yaml", SUB_TEMPLATE)
+    # CRDs at three depths (includeCrds lists those of every enabled chart in the tree)
+    for chart_dir, kind in (
+        (top, "Widget"),
+        (top / "charts" / "sub", "Gadget"),
+        (mid / "charts" / "sub", "Nested"),
+    ):
+        _write(chart_dir / "crds" / "crd.yaml", CRD.format(kind=kind, plural=kind.lower() + "s"))
     for rel, content in drawn.suites.items():
         _write(top / rel, "".join("---\n" + yaml.safe_dump(s, sort_keys=False) for s in content))
     return top
@@ -235,9 +251,14 @@ _top_templates = st.sampled_from(
         "templates/multi.yaml",
         "missing.yaml",
         "charts/sub/templates/cm.yaml",
+        "crds/crd.yaml",
+        "charts/sub/crds/crd.yaml",
+        "charts/mid/charts/sub/crds/crd.yaml",
     ]
 )
-_sub_templates = st.sampled_from(["cm.yaml", "*.yaml", "templates/cm.yaml", "missing.yaml", "NOTES.txt"])
+_sub_templates = st.sampled_from(
+    ["cm.yaml", "*.yaml", "templates/cm.yaml", "missing.yaml", "NOTES.txt", "crds/crd.yaml"]
+)
 
 
 def _assertion(templates: st.SearchStrategy[str]) -> st.SearchStrategy[dict[str, Any]]:
@@ -249,7 +270,11 @@ def _assertion(templates: st.SearchStrategy[str]) -> st.SearchStrategy[dict[str,
         "isEmpty": st.fixed_dictionaries({"path": path}),
         "isNullOrEmpty": st.fixed_dictionaries({"path": path}),
         "isKind": st.fixed_dictionaries(
-            {"of": st.sampled_from(["ConfigMap", "Deployment", "Secret", "Service"])}
+            {
+                "of": st.sampled_from(
+                    ["ConfigMap", "Deployment", "Secret", "Service", "CustomResourceDefinition"]
+                )
+            }
         ),
         "isAPIVersion": st.fixed_dictionaries({"of": st.sampled_from(["v1", "apps/v1", "policy/v1"])}),
         "hasDocuments": st.fixed_dictionaries({"count": st.integers(min_value=0, max_value=4)}),
@@ -334,8 +359,7 @@ _selector = st.fixed_dictionaries(
         "path": st.sampled_from(["metadata.name", "kind"]),
         "value": st.sampled_from(["r1-cm", "RELEASE-NAME-sa", "Secret", "ConfigMap", "nothing"]),
     },
-    # skipEmptyTemplates: true is left out: one disagreement in it is open (issue 18's closing note)
-    optional={"skipEmptyTemplates": st.just(False), "matchMany": st.booleans()},
+    optional={"skipEmptyTemplates": st.booleans(), "matchMany": st.booleans()},
 )
 _values_files = st.lists(st.sampled_from([f"values/{n}" for n in VALUES_FILES]), max_size=2, unique=True)
 
@@ -357,6 +381,38 @@ def _common(versions: bool) -> dict[str, st.SearchStrategy[Any]]:
     }
 
 
+# Assertions that hold on the family's default render, so that a fair share of cases pass and the
+# values, overrides and selectors drawn around them decide the verdict (random ones nearly always fail).
+_HOLDING_TOP = [
+    {"equal": {"path": "data.mode", "value": "a"}, "template": "configmap.yaml"},
+    {"equal": {"path": "data.lib", "value": "from-lib"}, "template": "configmap.yaml"},
+    {"equal": {"path": "metadata.labels.chart", "value": "gen-0.1.0"}, "template": "configmap.yaml"},
+    {"matchRegex": {"path": "metadata.name", "pattern": "-cm$"}, "template": "configmap.yaml"},
+    {"isKind": {"of": "ConfigMap"}, "template": "configmap.yaml"},
+    {"isAPIVersion": {"of": "v1"}, "template": "configmap.yaml"},
+    {"hasDocuments": {"count": 1}, "template": "configmap.yaml"},
+    {"equal": {"path": "spec.replicas", "value": 1}, "template": "deployment.yaml"},
+    {"greaterOrEqual": {"path": "spec.replicas", "value": 1}, "template": "deployment.yaml"},
+    {"contains": {"path": "spec.template.spec.containers", "content": {"name": "c80"}},
+     "template": "deployment.yaml"},
+    {"lengthEqual": {"path": "spec.template.spec.containers", "count": 1}, "template": "deployment.yaml"},
+    {"hasDocuments": {"count": 2}, "template": "multi.yaml"},
+    {"isKind": {"of": "Secret"}, "template": "multi.yaml", "documentIndex": 1},
+    {"hasDocuments": {"count": 0}, "template": "optional.yaml"},
+    {"notFailedTemplate": {}, "template": "fails.yaml"},
+    {"isNullOrEmpty": {"path": "missing.path"}, "template": "fails.yaml"},
+    {"matchRegexRaw": {"pattern": "^Release"}, "template": "NOTES.txt"},
+    {"exists": {"path": "data.kube"}, "template": "configmap.yaml"},
+]  # fmt: skip
+_HOLDING_SUB = [
+    {"isKind": {"of": "ConfigMap"}, "template": "cm.yaml"},
+    {"exists": {"path": "data.greeting"}, "template": "cm.yaml"},
+    {"equal": {"path": "data.global", "value": "unset"}, "template": "cm.yaml"},
+    {"hasDocuments": {"count": 1}, "template": "cm.yaml"},
+]
+_HOLDING = {True: st.sampled_from(_HOLDING_TOP), False: st.sampled_from(_HOLDING_SUB)}
+
+
 def _tests(top: bool) -> st.SearchStrategy[dict[str, Any]]:
     templates = _top_templates if top else _sub_templates
     optional = {
@@ -365,9 +421,15 @@ def _tests(top: bool) -> st.SearchStrategy[dict[str, Any]]:
         "documentIndex": st.integers(min_value=0, max_value=1),
         "documentSelector": _selector,
     }
-    return st.fixed_dictionaries(
+    drawn = st.fixed_dictionaries(
         {"asserts": st.lists(_assertion(templates), min_size=1, max_size=3)}, optional=optional
     )
+    # a quieter case: holding assertions, and only values files or a release around them
+    quiet = st.fixed_dictionaries(
+        {"asserts": st.lists(_HOLDING[top], min_size=1, max_size=3)},
+        optional={"values": _values_files, "release": _release},
+    )
+    return st.one_of(drawn, quiet)
 
 
 _TESTS = {top: _tests(top) for top in (True, False)}  # built once: building strategies is slow
@@ -379,8 +441,10 @@ def _suite_fields(top: bool) -> st.SearchStrategy[dict[str, Any]]:
         **_common(top),
         "templates": st.lists(templates, min_size=1, max_size=3),
         "excludeTemplates": st.lists(templates, max_size=1),
+        "includeCrds": st.booleans(),
     }
-    return st.fixed_dictionaries({}, optional=optional)
+    quiet = st.fixed_dictionaries({}, optional={"values": _values_files, "release": _release})
+    return st.one_of(st.fixed_dictionaries({}, optional=optional), quiet)
 
 
 _SUITES = {top: _suite_fields(top) for top in (True, False)}

@@ -112,3 +112,13 @@ def test_warns_where_helm_template_capabilities_differ(chart: Path, need) -> Non
     assert "2 passed" in proc.stdout, proc.stdout[-2000:]
     assert "unlisted: templates test .Capabilities.APIVersions.Has for policy/v1" in proc.stdout
     assert "listed: templates test" not in proc.stdout.replace("unlisted: templates test", "")
+
+
+def test_a_failure_before_a_skipped_assertion_passes_with_a_warning(chart: Path, need) -> None:
+    """helm-unittest's verdict (passed) is kept; the warning names the failure it does not count."""
+    need(HELM3.exists(), f"pinned Helm 3 missing at {HELM3} (make tools)")
+    proc = pytest_in(
+        chart, "-q", "--helm-unittest-root", str(chart), "-k", "after and failing and passes", str(chart)
+    )
+    assert "1 passed" in proc.stdout, proc.stdout[-2000:]
+    assert "asserts[0] failed but helm-unittest passes the case: asserts[1] is skipped" in proc.stdout
