@@ -11,8 +11,6 @@ from __future__ import annotations
 import os
 import re
 import secrets
-import subprocess
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -20,56 +18,10 @@ import pytest
 import yaml
 
 from kvtier import helm, paths
-from kvtier.cluster import images, nodebins, realnode
+from kvtier.cluster import images, nodebins, realnode, umbrella_cpu
+from kvtier.cluster.realclient import Kube
 
 START_TIMEOUT = float(os.environ.get("KVTIER_CLUSTER_TIMEOUT", "300"))
-
-
-class Kube:
-    """kubectl and Helm as clients inside the cluster's network namespace."""
-
-    def __init__(self, cluster: realnode.RealCluster) -> None:
-        self.cluster = cluster
-
-    def run(self, argv: list[str], stdin: str = "", check: bool = True, timeout: float = 180) -> str:
-        env = {**os.environ, "KUBECONFIG": str(self.cluster.kubeconfig)}
-        proc = subprocess.run(
-            self.cluster.command(argv), input=stdin, capture_output=True, text=True, env=env, timeout=timeout
-        )
-        if check and proc.returncode != 0:
-            raise AssertionError(
-                f"`{' '.join(argv)}` failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
-            )
-        return proc.stdout + (proc.stderr if not check else "")
-
-    def kubectl(self, *args: str, stdin: str = "", check: bool = True) -> str:
-        return self.run([str(paths.TOOLS_BIN / "kubectl"), *args], stdin=stdin, check=check)
-
-    def helm(
-        self, helm: str, *args: str, check: bool = True, timeout: float = 300
-    ) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, "KUBECONFIG": str(self.cluster.kubeconfig)}
-        proc = subprocess.run(
-            self.cluster.command([str(paths.TOOLS_BIN / helm), *args]),
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=timeout,
-        )
-        if check and proc.returncode != 0:
-            raise AssertionError(f"`{helm} {' '.join(args)}` failed:\n{proc.stdout}\n{proc.stderr}")
-        return proc
-
-    def wait_phase(self, namespace: str, pod: str, phases: set[str], timeout: float = 120) -> str:
-        deadline = time.monotonic() + timeout
-        phase = ""
-        while time.monotonic() < deadline:
-            phase = self.kubectl("get", "pod", pod, "-n", namespace, "-o", "jsonpath={.status.phase}")
-            if phase in phases:
-                return phase
-            time.sleep(0.5)
-        described = self.kubectl("describe", "pod", pod, "-n", namespace, check=False)
-        raise AssertionError(f"pod {namespace}/{pod} still {phase!r} after {timeout:.0f}s:\n{described}")
 
 
 def machine_can_run_a_node() -> None:
@@ -167,34 +119,5 @@ def render_umbrella() -> Callable[..., list[dict]]:
 
 @pytest.fixture(scope="session")
 def hostpath_claim() -> Callable[[str, str, Path, str], list[dict]]:
-    """`hostpath_claim(namespace, name, path, size)`: a hostPath PersistentVolume on the node's folder `path`
-    and the ReadWriteMany claim `name` bound to it (the chart's L2 expects RWX; nothing provisions here)."""
-
-    def make(ns: str, name: str, path: Path, size: str) -> list[dict]:
-        pv = {
-            "apiVersion": "v1",
-            "kind": "PersistentVolume",
-            "metadata": {"name": f"{ns}-{name}"},
-            "spec": {
-                "capacity": {"storage": size},
-                "accessModes": ["ReadWriteMany"],
-                "persistentVolumeReclaimPolicy": "Retain",
-                "storageClassName": "",
-                "claimRef": {"namespace": ns, "name": name},
-                "hostPath": {"path": str(path), "type": "Directory"},
-            },
-        }
-        claim = {
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {"name": name, "namespace": ns},
-            "spec": {
-                "accessModes": ["ReadWriteMany"],
-                "storageClassName": "",
-                "volumeName": f"{ns}-{name}",
-                "resources": {"requests": {"storage": size}},
-            },
-        }
-        return [pv, claim]
-
-    return make
+    """`hostpath_claim(namespace, name, path, size)`: a hostPath PersistentVolume and its RWX claim."""
+    return umbrella_cpu.hostpath_claim

@@ -1,13 +1,11 @@
 """The whole umbrella as values/cpu.yaml renders it, installed with Helm on the real node: two vLLM CPU
 engines with LMCache (L1 in memory, L2 on a ReadWriteMany claim), the router discovering them through the
-API server, the eviction CronJob and every `helm test` pod, all running real processes.
+API server, the eviction CronJob and every `helm test` pod, all running real processes; then chart-testing's
+own `ct install` of the CPU scenarios with Helm 4.
 
-The values change only what a CPU test machine must: the images point at the ones built here
-(kvtier.cluster.images, `pullPolicy: Never`), the model is the rig's generated tiny model on a claim
-instead of a Hugging Face download (no route out of the cluster's network namespace), and the sizes fit
-two engines on two shared cores (kvtier.engine_rig.tiers.rig_overlay, the tiered rig's overlay); passed
-test pods are kept for `helm test --logs`. Both claims are hostPath PersistentVolumes in the cluster's
-folder (Curvine cannot run here).
+What the values change for a CPU test machine (local images, the rig's tiny model on a claim, sizes for
+two shared cores, both claims hostPath volumes) is kvtier.cluster.umbrella_cpu, shared with the tier's
+benchmark (benchmarks/realnode_bench.py); passed test pods are kept here for `helm test --logs`.
 
 The engine image is the engine venv copied onto a Debian base (several GB), built once per venv and
 imported into this cluster's containerd by the module's fixture.
@@ -28,15 +26,14 @@ import pytest
 import yaml
 
 from kvtier import helm, paths
-from kvtier.cluster import images, realnode
+from kvtier.cluster import images, realnode, umbrella_cpu
 from kvtier.engine_rig import rig as engine_rig
-from kvtier.engine_rig import tiers
 from kvtier.engine_rig.errors import RigError
+from kvtier.preflight.inputs import merge
 
 UMBRELLA = paths.CHARTS / "kv-tiered-inference"
 RELEASE = "kv"
-ENGINE_DEPLOYMENT = f"{RELEASE}-kv-tiered-inference-{engine_rig.MODEL_NAME}"
-RUN_AS = 1000  # the engines' runAsUser and fsGroup in the chart
+ENGINE_DEPLOYMENT = umbrella_cpu.engine_deployment(RELEASE)
 INSTALL_TIMEOUT = "15m"  # two engines import vLLM and load the model on two shared cores
 LOAD_SECONDS = 600  # upper bound of the load client's run; it stops when told
 # Sent during the upgrade from inside the cluster, through the router's Service: one request at a time,
@@ -68,20 +65,6 @@ class Install:
     engine_image: str
 
 
-def overlay(real_cluster: realnode.RealCluster, engine_image: str) -> dict[str, Any]:
-    values = tiers.rig_overlay(chunk_size=256)
-    (model,) = values["models"]
-    # Two engines, the router and the test pods share two cores and the machine's memory.
-    model["resources"] = {"requests": {"cpu": "100m", "memory": "2Gi"}, "limits": {"memory": "6Gi"}}
-    values["engine"]["image"] = images.chart_image_values(engine_image)
-    values["router"] = {"image": images.chart_image_values(real_cluster.images["router"])}
-    values["cache"]["l2"] = {"eviction": {"image": images.chart_image_values(real_cluster.images["python"])}}
-    # Keep passed test pods, so `helm test --logs` can print every verdict (the claims here are not the
-    # chart's own; the uninstall test removes the kept pods).
-    values["tests"] = {"deleteSucceededPods": False}
-    return values
-
-
 @pytest.fixture(scope="module")
 def engine_image(real_cluster: realnode.RealCluster, need) -> str:
     try:
@@ -94,68 +77,38 @@ def engine_image(real_cluster: realnode.RealCluster, need) -> str:
 
 
 @pytest.fixture(scope="module")
-def installed(kube, real_cluster, engine_image: str, hostpath_claim) -> Iterator[Install]:
-    ns = f"umbrella-{os.getpid()}"
-    kube.kubectl("create", "namespace", ns)
-    volumes = realnode.layout(real_cluster.name).root / "volumes" / ns
-    l2, models = volumes / "l2", volumes / "models"
-    l2.mkdir(parents=True)
-    os.chown(l2, RUN_AS, RUN_AS)  # hostPath ignores fsGroup: the engines' user owns the L2 directory
-    for path in engine_rig.generate_model(models / engine_rig.MODEL_NAME).iterdir():
-        path.chmod(0o644)  # safetensors writes the weights 0600: readable by the engines' user, as on a PVC
-    claims = hostpath_claim(ns, "kv-l2", l2, "5Gi") + hostpath_claim(ns, "rig-model", models, "1Gi")
-    kube.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": claims}))
-    values = volumes / "overlay.yaml"
-    values.write_text(yaml.safe_dump(overlay(real_cluster, engine_image)))
+def installed(kube, real_cluster, engine_image: str) -> Iterator[Install]:
+    values = umbrella_cpu.overlay(real_cluster, engine_image)
+    # Keep passed test pods, so `helm test --logs` can print every verdict (the claims here are not the
+    # chart's own; the uninstall test removes the kept pods).
+    values["tests"] = {"deleteSucceededPods": False}
+    prepared = umbrella_cpu.prepare(kube, f"umbrella-{os.getpid()}", values)
+    ns = prepared.namespace
     helm.build_dependencies(UMBRELLA)
     started = time.monotonic()
     kube.helm(
         "helm3", "install", RELEASE, str(UMBRELLA), "-n", ns, "-f", str(paths.VALUES / "cpu.yaml"),
-        "-f", str(values), "--wait", "--timeout", INSTALL_TIMEOUT, timeout=1000,
+        "-f", str(prepared.values), "--wait", "--timeout", INSTALL_TIMEOUT, timeout=1000,
     )  # fmt: skip
     waited = time.monotonic() - started
-    # Helm 3's --wait counts a Deployment ready at replicas - maxUnavailable ready pods (the engines roll
-    # with maxUnavailable 1), so it can return with one engine still starting: wait for every pod.
-    _wait_ready(kube, ns)
+    umbrella_cpu.wait_ready(kube, ns, RELEASE)
     print(
         f"[umbrella] helm install --wait returned after {waited:.0f} s; "
         f"every pod Ready after {time.monotonic() - started:.0f} s"
     )
     try:
-        yield Install(ns, values, engine_image)
+        yield Install(ns, prepared.values, engine_image)
     finally:
         kube.helm("helm3", "uninstall", RELEASE, "-n", ns, "--wait", check=False, timeout=300)
-        kube.kubectl("delete", "namespace", ns, "--wait=false", check=False)
-        kube.kubectl("delete", "pv", f"{ns}-kv-l2", f"{ns}-rig-model", "--wait=false", check=False)
-        shutil.rmtree(volumes, ignore_errors=True)
+        umbrella_cpu.remove(kube, prepared)
 
 
-def _wait_ready(kube, ns: str, timeout: float = 900) -> None:
-    """Until both Deployments have rolled out (every replica updated and available, no old one left) and no
-    pod of the release is still terminating."""
-    kubectl = str(paths.TOOLS_BIN / "kubectl")
-    for deployment in (ENGINE_DEPLOYMENT, f"{ENGINE_DEPLOYMENT}-router"):
-        rollout = [
-            kubectl,
-            "rollout",
-            "status",
-            "-n",
-            ns,
-            f"deployment/{deployment}",
-            f"--timeout={timeout:.0f}s",
-        ]
-        kube.run(rollout, timeout=timeout + 60)
-    deadline = time.monotonic() + timeout
-    while any(
-        p["metadata"].get("deletionTimestamp") for c in ("engine", "router") for p in _pods(kube, ns, c)
-    ):
-        assert time.monotonic() < deadline, "pods of the release still terminating"
-        time.sleep(2)
+def _wait_ready(kube, ns: str) -> None:
+    umbrella_cpu.wait_ready(kube, ns, RELEASE)
 
 
 def _pods(kube, ns: str, component: str) -> list[dict[str, Any]]:
-    selector = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/component={component}"
-    return json.loads(kube.kubectl("get", "pods", "-n", ns, "-l", selector, "-o", "json"))["items"]
+    return umbrella_cpu.pods(kube, ns, RELEASE, component)
 
 
 def _ready(pod: dict[str, Any]) -> bool:
@@ -341,3 +294,65 @@ def test_uninstall_leaves_nothing_of_the_release_behind(kube, installed: Install
     assert releases.strip() == "", releases
     # The user's claims stay: the L2 holds data an uninstall must not take (existingClaim).
     assert "kv-l2" in kube.kubectl("get", "pvc", "-n", ns, "-o", "name")
+
+
+# The umbrella's ci/ scenarios that can run on CPU when laid over values/cpu.yaml. Not the others:
+# custom-values pulls from a registry that does not exist here, small-values is the GPU + Curvine shape
+# at KWOK size (a GPU model and the chart's own Curvine claim, what a CPU cluster lacks).
+CT_SCENARIOS = {"cpu": None, "cpu-tiers-off": "tiers-off-values.yaml"}
+
+
+def _ct_charts(root: Path, overlay_values: dict[str, Any]) -> Path:
+    """Both charts copied side by side (the umbrella's Curvine dependency is file://../curvine), the
+    umbrella's ci/ holding one file per CPU scenario: values/cpu.yaml, the scenario without its models
+    (GPU-shaped), the test overlay (local images, the rig's model, sizes), merged as Helm would."""
+    for chart in ("curvine", "kv-tiered-inference"):
+        shutil.copytree(paths.CHARTS / chart, root / chart, ignore=shutil.ignore_patterns("ci", "*.tgz"))
+    (root / "kv-tiered-inference" / "ci").mkdir()
+    cpu = yaml.safe_load((paths.VALUES / "cpu.yaml").read_text())
+    for name, scenario in CT_SCENARIOS.items():
+        values = cpu
+        if scenario:
+            drawn = yaml.safe_load((UMBRELLA / "ci" / scenario).read_text())
+            values = merge(values, {k: v for k, v in drawn.items() if k != "models"})
+        values = merge(values, overlay_values)
+        (root / "kv-tiered-inference" / "ci" / f"{name}-values.yaml").write_text(yaml.safe_dump(values))
+    return root / "kv-tiered-inference"
+
+
+def test_ct_install_runs_the_cpu_scenarios_with_helm4(
+    kube, real_cluster, installed: Install, tmp_path
+) -> None:
+    """chart-testing's own `ct install` (ct.yaml's settings) with Helm 4 on the path: for each scenario it
+    installs with --wait, runs `helm test` and uninstalls. Its release names are random, so it runs in the
+    namespace that already holds the claims (ct's --namespace with --release-label). Runs after the
+    uninstall test: no other release is left there."""
+    overlay_values = yaml.safe_load(installed.values.read_text())
+    overlay_values["tests"] = {"deleteSucceededPods": True}  # ct reads no logs; passed pods go
+    chart = _ct_charts(tmp_path / "charts", overlay_values)
+    bin_dir = tmp_path / "bin"  # ct calls `helm` and `kubectl` from PATH
+    bin_dir.mkdir()
+    (bin_dir / "helm").symlink_to(paths.TOOLS_BIN / "helm4")
+    (bin_dir / "kubectl").symlink_to(paths.TOOLS_BIN / "kubectl")
+    ns = installed.namespace
+    started = time.monotonic()
+    output = kube.run(
+        [
+            "env", f"PATH={bin_dir}:{os.environ['PATH']}", str(paths.TOOLS_BIN / "ct"), "install",
+            "--config", str(paths.ROOT / "ct.yaml"), "--charts", str(chart), "--namespace", ns,
+            "--release-label", "app.kubernetes.io/instance", "--helm-extra-args", "--timeout 900s",
+        ],
+        timeout=2400,
+    )  # fmt: skip
+    took = time.monotonic() - started
+    print(f"[umbrella] ct install of {len(CT_SCENARIOS)} scenarios with Helm 4: {took:.0f} s")
+    for line in output.splitlines():  # what ct did, for the log
+        if line.startswith(("Installing chart with values file", "TEST SUITE:", "Phase:", " ✔︎", " ✖︎")):
+            print(f"[ct] {line.strip()}")
+    for name in CT_SCENARIOS:
+        assert f"ci/{name}-values.yaml" in output, output[-4000:]
+    # helm test's summary per install: the cpu scenario runs every check, tiers-off (no L2) the router's
+    assert output.count("Phase:          Succeeded") >= 4, output[-6000:]
+    assert "All charts installed successfully" in output, output[-4000:]
+    releases = kube.kubectl("get", "secrets", "-n", ns, "-l", "owner=helm", "-o", "name")
+    assert releases.strip() == "", f"ct left releases behind: {releases}"

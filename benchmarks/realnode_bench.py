@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""The real-node tier, measured: values/cpu.yaml's whole umbrella on a real kubelet + containerd.
+
+One run, one cluster of its own (kvtier.cluster.realnode, in its own network namespace):
+`helm install --wait` to every pod Ready, `helm test` duration, then the routing trials
+(kvtier.bench.routing) through the in-cluster router's Service, with prefixaware and then roundrobin
+(a `helm upgrade` of routing.strategy between them, same engines' image and model), side by side.
+
+    .venv/bin/python benchmarks/realnode_bench.py [--trials 10] [--tokens 1000] [--out DIR]
+
+Needs root, the node programs (make node-tools) and the engine venv (make engine). The engine image
+(several GB) is built once per venv and imported into the new cluster, about 4 minutes of the run.
+Exit 0 when prefixaware sends more repeats to the warm replica than roundrobin, 1 when not, 2 when
+the cluster or the install cannot start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from kvtier import helm, paths
+from kvtier.cluster import images, realnode, umbrella_cpu
+from kvtier.cluster.realclient import Kube
+from kvtier.engine_rig import rig as engine_rig
+from kvtier.engine_rig.errors import RigError
+from kvtier.errors import UserError
+
+RELEASE = "kv"
+STRATEGIES = ("prefixaware", "roundrobin")
+ROUTER_PORT, ENGINE_PORT = 8080, 8000
+
+
+def _install(kube: Kube, prepared: umbrella_cpu.Prepared, verb: str, strategy: str) -> float:
+    """helm install/upgrade --wait with that strategy, until every pod is Ready; seconds taken."""
+    started = time.monotonic()
+    kube.helm(
+        "helm3", verb, RELEASE, str(umbrella_cpu.UMBRELLA), "-n", prepared.namespace,
+        "-f", str(paths.VALUES / "cpu.yaml"), "-f", str(prepared.values),
+        "--set", f"routing.strategy={strategy}", "--wait", "--timeout", "15m", timeout=1000,
+    )  # fmt: skip
+    umbrella_cpu.wait_ready(kube, prepared.namespace, RELEASE)
+    return time.monotonic() - started
+
+
+def _trials(kube: Kube, ns: str, strategy: str, trials: int, tokens: int) -> dict:
+    """The routing probe inside the cluster's network namespace: the router's Service by its ClusterIP,
+    each engine pod by its IP."""
+    router = f"{umbrella_cpu.engine_deployment(RELEASE)}-router"
+    ip = kube.kubectl("get", "service", router, "-n", ns, "-o", "jsonpath={.spec.clusterIP}").strip()
+    engines = [p["status"]["podIP"] for p in umbrella_cpu.pods(kube, ns, RELEASE, "engine")]
+    argv = [sys.executable, "-m", "kvtier.bench.routing_probe", "--router", f"http://{ip}:{ROUTER_PORT}"]
+    for engine in engines:
+        argv += ["--replica", f"http://{engine}:{ENGINE_PORT}"]
+    argv += ["--strategy", strategy, "--model", engine_rig.MODEL_NAME, "--trials", str(trials)]
+    argv += ["--tokens", str(tokens)]
+    out = kube.run(argv, timeout=1800)  # stdout only; a failed probe raises with its output
+    result = json.loads(out.strip().splitlines()[-1])
+    if "error" in result:
+        raise UserError(f"routing probe ({strategy}): {result['error']}")
+    return result
+
+
+def run(trials: int, tokens: int, console: Console) -> dict:
+    def progress(message: str) -> None:
+        console.print(f"[dim]{message}")
+
+    name = f"bench-{os.getpid()}"
+    cluster = realnode.up(name, progress=progress)
+    try:
+        kube = Kube(cluster)
+        image = images.engine(progress, engine_rig.engine_python().parent.parent.resolve())
+        images.import_into(realnode.layout(name).containerd_socket, [image], progress)
+        prepared = umbrella_cpu.prepare(kube, "bench", umbrella_cpu.overlay(cluster, image.ref))
+        helm.build_dependencies(umbrella_cpu.UMBRELLA)
+        install_s = _install(kube, prepared, "install", STRATEGIES[0])
+        started = time.monotonic()
+        kube.helm("helm3", "test", RELEASE, "-n", prepared.namespace, "--timeout", "10m", timeout=700)
+        test_s = time.monotonic() - started
+        results, upgrades = [], []
+        for index, strategy in enumerate(STRATEGIES):
+            if index:
+                upgrades.append(_install(kube, prepared, "upgrade", strategy))
+            progress(f"routing trials with {strategy}")
+            results.append(_trials(kube, prepared.namespace, strategy, trials, tokens))
+        kube.helm("helm3", "uninstall", RELEASE, "-n", prepared.namespace, "--wait", check=False)
+        umbrella_cpu.remove(kube, prepared)
+    finally:
+        realnode.down(name, progress=progress)
+    return {
+        "trials": trials,
+        "tokens": tokens,
+        "install_to_ready_s": install_s,
+        "helm_test_s": test_s,
+        "upgrade_to_ready_s": upgrades,
+        "strategies": results,
+    }
+
+
+def show(payload: dict, console: Console) -> bool:
+    console.print(
+        f"helm install --wait to every pod Ready: {payload['install_to_ready_s']:.0f} s; "
+        f"helm test: {payload['helm_test_s']:.0f} s; "
+        f"upgrade to the next strategy: {', '.join(f'{s:.0f} s' for s in payload['upgrade_to_ready_s'])}"
+    )
+    title = f"in-cluster router: {payload['trials']} prompts of ~{payload['tokens']} tokens, each sent twice"
+    table = Table(title=title)
+    for column in ("strategy", "repeats to warm", "TTFT cold", "TTFT repeat", "repeat/cold"):
+        table.add_column(column, justify="left" if column == "strategy" else "right")
+    for r in payload["strategies"]:
+        table.add_row(
+            r["strategy"],
+            f"{r['warm_ratio'] * 100:.0f} %",
+            f"{r['ttft_cold_median_s'] * 1000:.0f} ms",
+            f"{r['ttft_repeat_median_s'] * 1000:.0f} ms",
+            f"{r['ttft_ratio']:.3f}",
+        )
+    console.print(table)
+    aware, blind = payload["strategies"]
+    console.print(
+        f"prefixaware / roundrobin, measured in this run: repeats to warm "
+        f"{aware['warm_ratio'] * 100:.0f} % vs {blind['warm_ratio'] * 100:.0f} %, repeat TTFT ratio "
+        f"{aware['ttft_repeat_median_s'] / blind['ttft_repeat_median_s']:.2f}"
+    )
+    return aware["warm_ratio"] > blind["warm_ratio"]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=10, help="prompts per strategy (each sent twice)")
+    parser.add_argument("--tokens", type=int, default=1000, help="prompt length in tokens")
+    parser.add_argument("--out", type=Path, default=Path("bench-results"), help="folder for realnode.json")
+    args = parser.parse_args()
+    console = Console(width=120)
+    reasons = realnode.preconditions()
+    if reasons:
+        console.print(f"[red]realnode bench: this machine cannot run a real node: {'; '.join(reasons)}")
+        return 2
+    try:
+        payload = run(args.trials, args.tokens, console)
+    except (UserError, RigError, AssertionError) as error:
+        console.print(f"[red]realnode bench: {error}")
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "realnode.json").write_text(json.dumps(payload, indent=2) + "\n")
+    return 0 if show(payload, console) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

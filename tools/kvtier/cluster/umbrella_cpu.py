@@ -1,0 +1,141 @@
+"""values/cpu.yaml's whole umbrella on a real-node cluster, for the node tests and the tier benchmark:
+what they add to install it there, and nothing else.
+
+The images point at the ones built here (`pullPolicy: Never`), the model is the rig's generated tiny
+model on a claim instead of a Hugging Face download (no route out of the cluster's network namespace),
+and the sizes fit two engines on two shared cores (the tiered rig's overlay). Both claims are hostPath
+PersistentVolumes in the cluster's folder (Curvine cannot run here).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kvtier import paths
+from kvtier.cluster import images, realnode
+from kvtier.cluster.realclient import Kube
+from kvtier.engine_rig import rig as engine_rig
+from kvtier.engine_rig import tiers
+
+UMBRELLA = paths.CHARTS / "kv-tiered-inference"
+RUN_AS = 1000  # the engines' runAsUser and fsGroup in the chart
+CLAIMS = {"kv-l2": "5Gi", "rig-model": "1Gi"}  # values/cpu.yaml's existing L2 claim, the rig's model
+
+
+def engine_deployment(release: str) -> str:
+    return f"{release}-kv-tiered-inference-{engine_rig.MODEL_NAME}"
+
+
+def overlay(cluster: realnode.RealCluster, engine_image: str) -> dict[str, Any]:
+    values = tiers.rig_overlay(chunk_size=256)
+    (model,) = values["models"]
+    # Two engines, the router and the test pods share two cores and the machine's memory.
+    model["resources"] = {"requests": {"cpu": "100m", "memory": "2Gi"}, "limits": {"memory": "6Gi"}}
+    values["engine"]["image"] = images.chart_image_values(engine_image)
+    values["router"] = {"image": images.chart_image_values(cluster.images["router"])}
+    values["cache"]["l2"] = {"eviction": {"image": images.chart_image_values(cluster.images["python"])}}
+    return values
+
+
+def hostpath_claim(ns: str, name: str, path: Path, size: str) -> list[dict[str, Any]]:
+    """A hostPath PersistentVolume on the node's folder `path` and the ReadWriteMany claim `name` bound to
+    it (the chart's L2 expects RWX; nothing provisions here)."""
+    pv = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": f"{ns}-{name}"},
+        "spec": {
+            "capacity": {"storage": size},
+            "accessModes": ["ReadWriteMany"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            "claimRef": {"namespace": ns, "name": name},
+            "hostPath": {"path": str(path), "type": "Directory"},
+        },
+    }
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": "",
+            "volumeName": f"{ns}-{name}",
+            "resources": {"requests": {"storage": size}},
+        },
+    }
+    return [pv, claim]
+
+
+@dataclass
+class Prepared:
+    namespace: str
+    volumes: Path  # the node folder holding both claims' data and the overlay file
+    values: Path  # the overlay given after values/cpu.yaml to every helm install/upgrade
+
+
+def prepare(kube: Kube, ns: str, overlay_values: dict[str, Any]) -> Prepared:
+    """The namespace with both claims (the L2 owned by the engines' user, the generated model readable by
+    it) and the overlay written next to them."""
+    kube.kubectl("create", "namespace", ns)
+    volumes = realnode.layout(kube.cluster.name).root / "volumes" / ns
+    l2, models = volumes / "l2", volumes / "models"
+    l2.mkdir(parents=True)
+    shutil.chown(l2, RUN_AS, RUN_AS)  # hostPath ignores fsGroup: the engines' user owns the L2 directory
+    for path in engine_rig.generate_model(models / engine_rig.MODEL_NAME).iterdir():
+        path.chmod(0o644)  # safetensors writes the weights 0600: readable by the engines' user, as on a PVC
+    claims = hostpath_claim(ns, "kv-l2", l2, CLAIMS["kv-l2"]) + hostpath_claim(
+        ns, "rig-model", models, CLAIMS["rig-model"]
+    )
+    kube.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": claims}))
+    values = volumes / "overlay.yaml"
+    values.write_text(yaml.safe_dump(overlay_values))
+    return Prepared(ns, volumes, values)
+
+
+def remove(kube: Kube, prepared: Prepared) -> None:
+    """The namespace, both PersistentVolumes and their data (not waited for)."""
+    ns = prepared.namespace
+    kube.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+    kube.kubectl("delete", "pv", *(f"{ns}-{claim}" for claim in CLAIMS), "--wait=false", check=False)
+    shutil.rmtree(prepared.volumes, ignore_errors=True)
+
+
+def pods(kube: Kube, ns: str, release: str, component: str) -> list[dict[str, Any]]:
+    selector = f"app.kubernetes.io/instance={release},app.kubernetes.io/component={component}"
+    return json.loads(kube.kubectl("get", "pods", "-n", ns, "-l", selector, "-o", "json"))["items"]
+
+
+def wait_ready(kube: Kube, ns: str, release: str, timeout: float = 900) -> None:
+    """Until both Deployments have rolled out (every replica updated and available, no old one left) and no
+    pod of the release is still terminating. Helm 3's --wait counts a Deployment ready at replicas -
+    maxUnavailable ready pods (the engines roll with maxUnavailable 1), so it can return early."""
+    kubectl = str(paths.TOOLS_BIN / "kubectl")
+    engines = engine_deployment(release)
+    for deployment in (engines, f"{engines}-router"):
+        rollout = [
+            kubectl,
+            "rollout",
+            "status",
+            "-n",
+            ns,
+            f"deployment/{deployment}",
+            f"--timeout={timeout:.0f}s",
+        ]
+        kube.run(rollout, timeout=timeout + 60)
+    deadline = time.monotonic() + timeout
+    while any(
+        p["metadata"].get("deletionTimestamp")
+        for c in ("engine", "router")
+        for p in pods(kube, ns, release, c)
+    ):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"pods of release {release} in {ns} still terminating after {timeout:.0f} s")
+        time.sleep(2)
