@@ -103,10 +103,6 @@ def installed(kube, real_cluster, engine_image: str) -> Iterator[Install]:
         umbrella_cpu.remove(kube, prepared)
 
 
-def _wait_ready(kube, ns: str) -> None:
-    umbrella_cpu.wait_ready(kube, ns, RELEASE)
-
-
 def _pods(kube, ns: str, component: str) -> list[dict[str, Any]]:
     return umbrella_cpu.pods(kube, ns, RELEASE, component)
 
@@ -239,7 +235,7 @@ def test_an_upgrade_rolls_the_engines_while_requests_keep_being_served(
         *_helm_values(installed, "--set", "engine.startupProbe.periodSeconds=4"),
         "--wait", "--timeout", INSTALL_TIMEOUT, timeout=1000,
     )  # fmt: skip
-    _wait_ready(kube, ns)
+    umbrella_cpu.wait_ready(kube, ns, RELEASE)
     rolled_s = time.monotonic() - started
     time.sleep(10)  # requests after the rollout, on the new engines only
     counts = _stop_load(kube, ns, load)

@@ -220,7 +220,6 @@ def run_job(suite: Suite, job: Job, renderer: render.Renderer, snapshots: Snapsh
     defaults = suite.templates or ["**"]
     passed_all, lines, skipped = True, [], 0
     failed: list[tuple[int, bool, str]] = []
-    masked = 0  # how many failures came before the last skipped assertion (helm-unittest ignores them)
     for n, assertion in enumerate(job.asserts):
         validator, antonym, requires = VALIDATORS[assertion.kind]
         if assertion.template:
@@ -253,7 +252,7 @@ def run_job(suite: Suite, job: Job, renderer: render.Renderer, snapshots: Snapsh
         if skip_empty and not selected:
             # helm-unittest's runAssertions sets the case's verdict back to passed at a skipped
             # assertion, so only failures after the last skip count
-            passed_all, masked, skipped = True, len(failed), skipped + 1
+            passed_all, skipped = True, skipped + 1
             continue
         if not selected:
             if requires != succeeded:
@@ -293,8 +292,8 @@ def run_job(suite: Suite, job: Job, renderer: render.Renderer, snapshots: Snapsh
     if exec_error is not None and not passed_all:
         return JobResult("failed", ["Error: " + exec_error], warnings)  # reported without assertions
     if passed_all:
-        if failed:  # all before a skipped assertion: say what helm-unittest's verdict hides
-            hidden = ", ".join(f"asserts[{i}]" for i, _, _ in failed[:masked])
+        if failed:  # passed with failures: all came before a skipped assertion, say what that hides
+            hidden = ", ".join(f"asserts[{i}]" for i, _, _ in failed)
             warnings.append(f"{hidden} failed but helm-unittest passes the case: a later assertion is "
                             "skipped (documentSelector.skipEmptyTemplates)")  # fmt: skip
         return JobResult("passed", [], warnings)
