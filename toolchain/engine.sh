@@ -34,18 +34,19 @@ use() {
   fi
 }
 
-# Our CPU KV-copy adapter (tools/lmcache-cpu-copy), reinstalled whenever its source changes: a few
-# seconds, so editing it never rebuilds the venv.
+# Our CPU KV-copy stand-ins (tools/lmcache-cpu-copy for LMCache, tools/offload-cpu-copy for vLLM's
+# native offloading), reinstalled whenever their source changes: a few seconds, so editing one never
+# rebuilds the venv.
 install_adapter() {
-  local src="$root/tools/lmcache-cpu-copy" digest
-  digest=$(cd "$src" && find . -type f \( -name '*.py' -o -name '*.toml' \) -print0 | sort -z \
-    | xargs -0 sha256sum | sha256sum | cut -c1-16)
+  local digest
+  digest=$(cd "$root/tools" && find lmcache-cpu-copy offload-cpu-copy -type f \( -name '*.py' -o -name '*.toml' \) \
+    -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
   if [[ ! -f $venv/.adapter-$digest ]]; then
     rm -f "$venv"/.adapter-*
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation \
-      --force-reinstall "$src"
+      --force-reinstall "$root/tools/lmcache-cpu-copy" "$root/tools/offload-cpu-copy"
     touch "$venv/.adapter-$digest"
-    log "installed the CPU KV-copy adapter ($digest)"
+    log "installed the CPU KV-copy stand-ins ($digest)"
   fi
 }
 

@@ -13,9 +13,9 @@ kvtier.local/<name>:<key>, so a changed recipe is a new tag and an old one is ne
   for the base's Python and platform, installed with --target) and a `vllm-router` launcher.
 - engine: a Debian base with python3 and the libraries vLLM's CPU build links (libnuma), plus one layer
   with the engine venv's packages (toolchain/engine.sh: vLLM's CPU build, LMCache at the chart's version
-  and the lmcache-cpu-copy stand-in) and a `vllm` launcher. Large (the venv is several GB), so it is not
-  one of the images every cluster imports: `engine()` builds it and `import_into` adds it to a running
-  cluster when a test needs it.
+  and the two CPU-copy stand-ins, lmcache-cpu-copy and offload-cpu-copy) and a `vllm` launcher. Large
+  (the venv is several GB), so it is not one of the images every cluster imports: `engine()` builds it
+  and `import_into` adds it to a running cluster when a test needs it.
 """
 
 from __future__ import annotations
