@@ -35,7 +35,7 @@ def test_crosspod_without_l2_fails_with_a_reason(engines: engine_rig.EngineRig) 
     outcome = kvcheck.check_crosspod(a, b, engine_rig.MODEL_NAME, words=600, settle_s=0)
     assert outcome["ok"] is False
     assert outcome["b"]["external_hit_tokens"] == 0  # vLLM counts connector hits: none here
-    assert "no LMCache hit tokens" in outcome["summary"]
+    assert "no KV connector hit tokens" in outcome["summary"]
 
 
 def test_bench_measures_cold_and_warm_ttft(engines: engine_rig.EngineRig, tmp_path: Path) -> None:

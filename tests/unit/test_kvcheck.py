@@ -200,7 +200,7 @@ def test_crosspod_passes_when_b_hits_and_is_faster() -> None:
 
 def test_crosspod_fails_without_hits() -> None:
     outcome = _crosspod(b_hits=0, b_delay=0.0)
-    assert not outcome["ok"] and "no LMCache hit tokens" in outcome["summary"]
+    assert not outcome["ok"] and "no KV connector hit tokens" in outcome["summary"]
 
 
 def test_crosspod_fails_when_b_is_not_faster() -> None:
@@ -230,6 +230,18 @@ def test_l2_files_counts_chunks_not_temp_files(tmp_path: Path) -> None:
     outcome = kvcheck.check_l2_files(str(tmp_path))
     assert outcome["ok"] and outcome["chunks"] == 1 and outcome["bytes"] == 2048
     assert not kvcheck.check_l2_files(str(tmp_path), minimum=2)["ok"]
+
+
+def test_l2_files_counts_the_native_fs_tier_layout(tmp_path: Path) -> None:
+    # vLLM's fs tier: <root>/<model>_<12 hex>_r0/<3 hex>/<2 hex>_g0/<hash>.bin, config.json beside.
+    folder = tmp_path / "qwen.0123456789ab" / "_m_qwen_0123456789ab_r0" / "abc" / "de_g0"
+    folder.mkdir(parents=True)
+    (folder / "abcde1.bin").write_bytes(b"x" * 4096)
+    (folder / "abcde2.bin_9f8e7d.tmp").write_bytes(b"x")  # a write before its rename
+    (tmp_path / "qwen.0123456789ab" / "_m_qwen_0123456789ab").mkdir()
+    (tmp_path / "qwen.0123456789ab" / "_m_qwen_0123456789ab" / "config.json").write_text("{}")
+    outcome = kvcheck.check_l2_files(str(tmp_path))
+    assert outcome["ok"] and outcome["chunks"] == 1 and outcome["bytes"] == 4096
 
 
 def test_l2_files_empty_directory_fails(tmp_path: Path) -> None:

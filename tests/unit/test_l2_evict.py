@@ -412,3 +412,47 @@ def test_cli_reads_the_live_list(l2: Path, tmp_path: Path) -> None:
         [sys.executable, str(SCRIPT), *argv[:-1], str(tmp_path / "none")], capture_output=True, text=True
     )
     assert bad.returncode == 2 and "--live" in json.loads(bad.stdout)["summary"]
+
+
+def native_chunk(namespace: Path, digest: str, size: int, age_s: float, rank: int = 0) -> Path:
+    """A chunk file where vLLM's fs tier puts it below its root_dir (vllm/v1/kv_offload/file_mapper.py):
+    <model arg>_<12 hex>_r<rank>/<hash[:3]>/<hash[3:5]>_g<group>/<hash>.bin."""
+    folder = namespace / f"_models_qwen_0123456789ab_r{rank}" / digest[:3] / f"{digest[3:5]}_g0"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{digest}.bin"
+    path.write_bytes(b"\0" * size)
+    stamp = time.time() - age_s
+    os.utime(path, (stamp, stamp))
+    return path
+
+
+def test_native_fs_tier_files_are_candidates_and_its_config_and_temp_files_are_not(l2: Path) -> None:
+    namespace = l2 / "qwen2-7b.0123456789ab"
+    oldest = native_chunk(namespace, "a1" * 32, 10 * KiB, age_s=900)
+    middle = native_chunk(namespace, "b2" * 32, 10 * KiB, age_s=800, rank=1)
+    newest = native_chunk(namespace, "c3" * 32, 10 * KiB, age_s=100)
+    config = namespace / "_models_qwen_0123456789ab" / "config.json"  # the layout's description
+    config.parent.mkdir()
+    config.write_text("{}" + " " * (10 * KiB - 2))
+    in_flight = oldest.parent / f"{'d4' * 32}.bin_1a2b3c.tmp"  # a write before its rename
+    in_flight.write_bytes(b"\0" * 10 * KiB)
+    misplaced = namespace / "notes" / "x.bin"  # a .bin outside the layout: not vLLM's, not ours
+    misplaced.parent.mkdir()
+    misplaced.write_bytes(b"\0" * 10 * KiB)
+    os.utime(misplaced, (time.time() - 9999, time.time() - 9999))
+    report = l2_evict.evict(str(l2), high="50%", low="40%", capacity=str(100 * KiB))
+    assert report["used_bytes_before"] == 60 * KiB
+    assert report["evicted"] == [str(oldest.relative_to(l2)), str(middle.relative_to(l2))]
+    assert newest.exists() and config.exists() and in_flight.exists() and misplaced.exists()
+    assert report["used_bytes_after"] == 40 * KiB and report["ok"] is True
+
+
+def test_a_dead_native_namespace_goes_entirely(l2: Path, tmp_path: Path) -> None:
+    live_ns, dead_ns = l2 / "qwen.aaaaaaaaaaaa", l2 / "qwen.bbbbbbbbbbbb"
+    kept = native_chunk(live_ns, "a1" * 32, KiB, age_s=9000)
+    for digest in ("b2" * 32, "c3" * 32):
+        native_chunk(dead_ns, digest, KiB, age_s=9000)
+    live = live_file(tmp_path, live_ns.name)
+    report = l2_evict.evict(str(l2), high="90%", low="80%", capacity="1Mi", live=live, dead_grace_s=600)
+    assert report["dead_files"] == 2 and not dead_ns.exists(), "its nested directories are pruned too"
+    assert kept.exists()

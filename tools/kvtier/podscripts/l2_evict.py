@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Keeps LMCache's shared filesystem L2 useful and under a high watermark.
+"""Keeps the shared filesystem L2 useful and under a high watermark.
 
-LMCache's filesystem connector never deletes anything, so the L2 directory grows until the volume is full.
+Neither LMCache's filesystem connector nor vLLM's native `fs` offloading tier ever deletes anything, so the L2
+directory grows until the volume is full.
 This script, run by the umbrella chart's CronJob (and importable by the toolkit), does two things per run:
 
 1. **Dead namespaces first.** With `--live FILE` (the namespace directories the chart renders for the
@@ -10,7 +11,8 @@ This script, run by the umbrella chart's CronJob (and importable by the toolkit)
    Once nothing in it was used or written for `--dead-grace` seconds (a rollout in progress still uses
    the old one), its files, temp files included, are removed, whatever the watermarks say.
 2. **Least recently used next.** When the directory holds more than the high watermark, final chunk files
-   (`*.data`) are removed, least recently *used* first, until it is at or below the low watermark.
+   (LMCache's `*.data`, vLLM's `*.bin`) are removed, least recently *used* first, until it is at or below the
+   low watermark.
 
     python3 l2_evict.py --dir D --high 85% --low 70% [--capacity 500Gi] [--min-age 120]
         [--live live-namespaces.txt --dead-grace 3600] [--order last-use|written]
@@ -22,11 +24,18 @@ Why these rules (LMCache 0.5.x `fs_connector.py`, docs/eviction.md):
   namespace directory, `<model name>.<12 hex>` under the L2 root. Candidates are the `*.data` files at the
   top level and directly inside a namespace; a live namespace's file still being written is never touched
   (but counts towards the usage), nor is a chunk written less than `--min-age` seconds ago;
+- vLLM's `fs` tier (vllm/v1/kv_offload/file_mapper.py and tiering/fs/io.py, vLLM 0.32) writes each chunk to
+  `<name>_<random>.tmp` and renames it to
+  `<root>/<model>_<12 hex>_r<rank>/<3 hex>/<2 hex>_g<group>/<hash>.bin`, with
+  `<root>/<model>_<12 hex>/config.json` beside; the chart roots it in the model's namespace. Candidates are
+  the `*.bin` files at exactly that place; `config.json` and temp files are never touched. Emptied hash
+  directories stay (a writer may be about to rename into one);
 - last use = the later of mtime (the write: a rename keeps it) and atime. Reads do not move atime on
   Curvine's FUSE mount (the kernel marks FUSE inodes S_NOATIME and Curvine's master changes atime only on
   an explicit setattr), so the engines' hit recorder (l2_hits.py) sets atime on each hit. Without it the
   order falls back to the write time;
-- every lookup checks the file on disk, so a removed chunk is a clean miss on every replica.
+- every lookup checks the file on disk, so a removed chunk is a clean miss on every replica (both backends;
+  vLLM's tier caches a lookup's verdict for the request that asked, and a load that then fails is a miss).
 
 Safety: nothing outside `--dir` is touched (directories are opened without following links and files are
 removed relative to them); a file whose inode, size or mtime changed since the scan was rewritten and is
@@ -52,6 +61,8 @@ from typing import Any, Callable
 OK, FINDINGS, USAGE = 0, 1, 2
 FINAL_SUFFIX = ".data"
 TEMP_SUFFIX = ".tmp"
+# A final chunk of vLLM's fs tier, relative to its root (the namespace directory).
+NATIVE_CHUNK = re.compile(r"[^/]+_[0-9a-f]{12}_r[0-9]+/[0-9a-f]{3}/[0-9a-f]{2}_g[0-9]+/[0-9a-f]+\.bin")
 # The umbrella's L2 namespace directories (kv-tiered-inference.l2Namespace): a DNS-label model name, a dot,
 # 12 hex digits. A dot never occurs in a model name, so no other directory matches.
 NAMESPACE_DIR = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\.[0-9a-f]{12}")
@@ -228,7 +239,7 @@ def _count(
         held.files.append(chunk)
         held.newest_use_ns = max(held.newest_use_ns, chunk.last_use_ns)
         result.dead_bytes += chunk.size
-    elif is_chunk_dir and "/" not in relative and relative.endswith(FINAL_SUFFIX):
+    elif is_chunk_dir and is_chunk_file(relative):
         result.chunks.append(chunk)
         result.chunk_bytes += chunk.size
     elif relative.endswith(TEMP_SUFFIX) or not is_chunk_dir or "/" in relative:
@@ -238,6 +249,13 @@ def _count(
         result.temp_bytes += chunk.size
     else:
         result.other_bytes += chunk.size
+
+
+def is_chunk_file(relative: str) -> bool:
+    """A final chunk, by its path below a namespace: LMCache's flat `*.data`, or vLLM's fs tier layout."""
+    if "/" not in relative:
+        return relative.endswith(FINAL_SUFFIX)
+    return NATIVE_CHUNK.fullmatch(relative) is not None
 
 
 def lru_order(chunks: list[Chunk], order: str = "last-use") -> list[Chunk]:
@@ -492,7 +510,7 @@ def _remove_lru(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        description="Remove dead L2 namespaces and evict LMCache L2 chunks (LRU)."
+        description="Remove dead L2 namespaces and evict L2 chunks (LRU; LMCache and vLLM fs-tier layouts)."
     )
     parser.add_argument("--dir", required=True, help="the L2 root (the umbrella's cache.l2.mountPath)")
     parser.add_argument("--high", required=True, help="start evicting above this: 85%% or a size (400Gi)")

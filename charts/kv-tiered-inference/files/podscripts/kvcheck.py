@@ -31,12 +31,13 @@ from typing import Any
 PASS, FAIL, USAGE = 0, 1, 2
 DEFAULT_TIMEOUT = 30.0
 # Counters that say how many prompt tokens came from a cache, by tier (first match wins per tier).
-# L0: vLLM's own prefix cache; L1+L2: tokens LMCache (or another KV connector) supplied.
+# L0: vLLM's own prefix cache; L1+L2: tokens the KV connector (LMCache or vLLM's offloading) supplied.
 L0_HIT_METRICS = ("vllm:prefix_cache_hits",)
 L0_QUERY_METRICS = ("vllm:prefix_cache_queries",)
 EXTERNAL_HIT_METRICS = ("lmcache:num_hit_tokens", "vllm:external_prefix_cache_hits")
 L2_READ_METRICS = ("lmcache:num_remote_read_requests", "lmcache:remote_read_requests")
 REQUESTS_METRICS = ("vllm:request_success",)
+CHUNK_SUFFIXES = (".data", ".bin")  # a final L2 chunk: LMCache's fs connector, vLLM's fs offloading tier
 WORDS = (  # noqa: SIM905 (a vocabulary reads best as prose)
     "cache tier replica prefix token router chunk memory storage node cluster latency request model "
     "layer block engine shared pool write read local remote hit miss warm cold policy queue batch "
@@ -274,8 +275,8 @@ def check_crosspod(
         return result(
             "crosspod",
             False,
-            f"{metrics_b} has no {names}: is LMCache enabled on B, and "
-            "PROMETHEUS_MULTIPROC_DIR set so its metrics reach vLLM's /metrics?",
+            f"{metrics_b} has no {names}: is a KV connector (LMCache or vLLM's offloading) enabled on B, "
+            "and PROMETHEUS_MULTIPROC_DIR set so its metrics reach vLLM's /metrics?",
             **details,
         )
     faster = warm["ttft_s"] < cold["ttft_s"]
@@ -284,19 +285,20 @@ def check_crosspod(
         f"B {warm['ttft_s'] * 1000:.0f} ms"
     )
     if hits <= 0:
-        summary = "B reported no LMCache hit tokens for A's prompt (shared L2 not reached); " + summary
+        summary = "B reported no KV connector hit tokens for A's prompt (shared L2 not reached); " + summary
     elif not faster:
         summary += " (B not faster than A)"
     return result("crosspod", hits > 0 and faster, summary, **details)
 
 
 def check_l2_files(directory: str, minimum: int = 1) -> dict[str, Any]:
+    """Chunk files anywhere below the L2 root: LMCache's `*.data`, vLLM's `*.bin` (in flight: `*.tmp`)."""
     if not os.path.isdir(directory):
         return result("l2-files", False, f"{directory} is not a directory (is the L2 volume mounted?)")
     chunks = temps = size = 0
     for root, _dirs, files in os.walk(directory):
         for name in files:
-            if name.endswith(".data"):
+            if name.endswith(CHUNK_SUFFIXES):
                 chunks += 1
                 size += os.path.getsize(os.path.join(root, name))
             elif name.endswith(".tmp"):
