@@ -211,3 +211,83 @@ def test_activation_reserve_comes_off_l0(capsys: pytest.CaptureFixture[str]) -> 
     reserved = json.loads(capsys.readouterr().out)["models"][0]
     assert plain["tiers"]["L0"]["bytes"] - reserved["tiers"]["L0"]["bytes"] == pytest.approx(2 * GIB)
     assert any("--activation-gib" in n for n in plain["notes"])
+
+
+def _odd_model() -> capacity.ModelSpec:
+    """One layer, one KV head of 80 dims in fp16: 320 B/token, so chunks are not page multiples."""
+    config = {
+        "num_hidden_layers": 1,
+        "num_attention_heads": 1,
+        "num_key_value_heads": 1,
+        "hidden_size": 80,
+        "intermediate_size": 160,
+        "vocab_size": 1000,
+        "torch_dtype": "float16",
+    }
+    return capacity.ModelSpec.from_hf_config("odd", config)
+
+
+@pytest.mark.parametrize(
+    ("backend", "chunk", "expected"),
+    [
+        ("vllm-native", 16, 8192),  # 16 x 320 = 5,120 B, rounded up to the 4 KiB page
+        ("vllm-native", 256, 81_920),  # 256 x 320 is a page multiple already
+        ("lmcache", 16, 16 * 320 + 28),  # LMCache's 28-byte header, no rounding
+    ],
+)
+def test_chunk_files_by_backend(backend: str, chunk: int, expected: int) -> None:
+    d = capacity.Deployment(model=_odd_model(), dtype_bytes=2, kv_dtype_bytes=2, chunk=chunk, backend=backend)
+    assert d.model.kv_bytes_per_token(2) == 320
+    assert capacity.chunk_file_bytes(d) == expected
+
+
+def test_native_tiers_hold_whole_page_aligned_chunks() -> None:
+    d = capacity.Deployment(
+        model=_odd_model(),
+        dtype_bytes=2,
+        kv_dtype_bytes=2,
+        l1_gib=1,
+        l2_gib=1,
+        chunk=16,
+        backend="vllm-native",
+    )
+    caps = capacity.capacities(d)
+    slots = GIB // 8192  # one 8 KiB slot per 16-token chunk, as vLLM's CPU tier counts them
+    assert caps["L1"]["tokens"] == caps["L2"]["tokens"] == slots * 16
+    lmcache = capacity.capacities(
+        capacity.Deployment(model=_odd_model(), dtype_bytes=2, kv_dtype_bytes=2, l1_gib=1, chunk=16)
+    )
+    assert lmcache["L1"]["tokens"] == pytest.approx(GIB / 320)  # LMCache's L1 is not slotted
+
+
+def test_native_hit_recomputes_the_unfull_tail() -> None:
+    timing = capacity.reference_timing()
+    lm = capacity.Deployment(model=qwen(), dtype_bytes=2, kv_dtype_bytes=2)
+    native = capacity.Deployment(model=qwen(), dtype_bytes=2, kv_dtype_bytes=2, backend="vllm-native")
+    whole = capacity.prompt_row(native, timing, 1792)  # seven whole chunks: nothing to recompute
+    assert whole["hit_ttft_ms"] == pytest.approx(capacity.prompt_row(lm, timing, 1792)["hit_ttft_ms"])
+    row = capacity.prompt_row(native, timing, 1925)  # 133 tokens past the seventh chunk
+    recompute = 133 / timing.prefill_tps * 1000
+    assert row["l2_read_ms"] == pytest.approx(whole["l2_read_ms"])
+    assert row["hit_ttft_ms"] == pytest.approx(whole["hit_ttft_ms"] + recompute)
+
+
+def test_values_choose_the_backend(capsys: pytest.CaptureFixture[str]) -> None:
+    values = _values()
+    values["cache"]["backend"] = "vllm-native"  # type: ignore[index]
+    [(_, d)] = plan_inputs.deployments(values)
+    assert d.backend == "vllm-native"
+    flags = [
+        "plan",
+        "--model",
+        "qwen2-7b",
+        "--backend",
+        "vllm-native",
+        "--chunk-size",
+        "16",
+        "--output",
+        "json",
+    ]
+    assert main(flags) == 0
+    [model] = json.loads(capsys.readouterr().out)["models"]
+    assert model["backend"] == "vllm-native" and model["chunk_file_bytes"] == 16 * 57_344

@@ -41,6 +41,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--l1-gib", type=float, default=0.0, help="L1 per replica (GiB) without a values file")
     p.add_argument("--l2-gib", type=float, default=0.0, help="L2 pool (GiB) without a values file")
+    p.add_argument(
+        "--backend",
+        choices=("lmcache", "vllm-native"),
+        default="lmcache",
+        help="cache backend without a values file (its chunk file layout)",
+    )
+    p.add_argument("--chunk-size", type=int, default=256, help="tokens per chunk without a values file")
     p.add_argument("--write-gib-s", type=float, default=REFERENCE.l2_write_gib_s, help="L2 write GiB/s")
     p.add_argument(
         "--read-gib-s", type=float, default=REFERENCE.l2_read_gib_s, help="L2 cross-node read GiB/s"
@@ -85,6 +92,8 @@ def _spec(args: argparse.Namespace) -> capacity.ModelSpec | None:
 
 
 def _timing(args: argparse.Namespace) -> capacity.Timing:
+    if args.chunk_size <= 0:
+        raise UserError(f"--chunk-size must be positive, got {args.chunk_size}")
     for name in ("write_gib_s", "read_gib_s", "prefill_tps", "cold_ttft_ms"):
         value = getattr(args, name)
         if value is not None and value <= 0:
@@ -123,7 +132,13 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
             (
                 spec.name,
                 plan_inputs.from_flags(
-                    spec, args.dtype, args.gpu_memory_gib or 0.0, args.l1_gib, args.l2_gib
+                    spec,
+                    args.dtype,
+                    args.gpu_memory_gib or 0.0,
+                    args.l1_gib,
+                    args.l2_gib,
+                    args.backend,
+                    args.chunk_size,
                 ),
             )
         ]

@@ -21,6 +21,7 @@ from typing import Any
 
 from kvtier.errors import UserError
 from kvtier.plan.facts import GIB, INSTANCE_TYPES, KNOWN_MODELS, REFERENCE
+from kvtier.upstream import vllm_offload
 
 REFERENCE_BYTES_PER_TOKEN = 2 * 28 * 4 * 128 * 2  # Qwen2-7B fp16 (DESIGN.md section 4)
 DTYPE_BYTES = {
@@ -188,7 +189,9 @@ class Timing:
         return self.request_ms + tokens / self.prefill_tps * 1000
 
     def hit_ms_for(self, tokens: int, bpt: int, tail: int = 0) -> float:
-        return self.request_ms + self.hit_ms + self.read_ms(tokens * bpt) + tail / self.prefill_tps * 1000
+        """TTFT when L2 serves all but the last `tail` tokens, which are recomputed."""
+        read = self.read_ms((tokens - tail) * bpt)
+        return self.request_ms + self.hit_ms + read + tail / self.prefill_tps * 1000
 
     def break_even_tokens(self, bpt: int) -> float | None:
         """Prompt length above which an L2 hit beats recomputing (None: never)."""
@@ -254,11 +257,30 @@ class Deployment:
     l2_gib: float = 0.0
     l2_usable: float = 1.0  # eviction high watermark
     chunk: int = 256
+    backend: str = "lmcache"  # cache.backend: lmcache | vllm-native
     notes: list[str] = field(default_factory=list)
 
 
+# LMCache's fs connector writes each chunk as a 28-byte header and the raw KV (measured on the pinned LMCache,
+# tests/engine/test_lmcache_invariants.py).
+LMCACHE_FILE_HEADER_BYTES = 28
+
+
+def chunk_file_bytes(d: Deployment) -> int:
+    """Bytes of one L2 file (one chunk): LMCache's header + KV, or vLLM's page-aligned chunk."""
+    bpt = d.model.kv_bytes_per_token(d.kv_dtype_bytes)
+    if d.backend == "vllm-native":
+        return vllm_offload.chunk_file_bytes(d.chunk, bpt)
+    return d.chunk * bpt + LMCACHE_FILE_HEADER_BYTES
+
+
+def _whole_chunk_tokens(nbytes: float, d: Deployment) -> float:
+    return (nbytes // chunk_file_bytes(d)) * d.chunk
+
+
 def capacities(d: Deployment) -> dict[str, dict[str, float]]:
-    """Bytes and tokens of each tier: L0/L1 per replica, L2 shared by all replicas."""
+    """Bytes and tokens of each tier: L0/L1 per replica, L2 shared by all replicas. L2 holds whole chunk
+    files; so does the native backend's CPU tier (fixed chunk slots); LMCache's L1 allocates per token."""
     bpt = d.model.kv_bytes_per_token(d.kv_dtype_bytes)
     weights = d.model.params * d.dtype_bytes
     l0 = d.gpus_per_replica * (d.gpu_mem_gib * GIB * d.gpu_util - d.activation_gib * GIB) - weights
@@ -267,22 +289,27 @@ def capacities(d: Deployment) -> dict[str, dict[str, float]]:
         "L1": d.l1_gib * GIB,
         "L2": d.l2_gib * GIB * d.l2_usable,
     }
-    return {tier: {"bytes": b, "tokens": b / bpt} for tier, b in tiers.items()} | {
+    tokens = {tier: b / bpt for tier, b in tiers.items()}
+    tokens["L2"] = _whole_chunk_tokens(tiers["L2"], d)
+    if d.backend == "vllm-native":
+        tokens["L1"] = _whole_chunk_tokens(tiers["L1"], d)
+    return {tier: {"bytes": b, "tokens": tokens[tier]} for tier, b in tiers.items()} | {
         "weights": {"bytes": weights, "tokens": 0.0}
     }
 
 
-def prompt_row(
-    d: Deployment, timing: Timing, tokens: int, save_unfull_chunk: bool = True
-) -> dict[str, float]:
+def prompt_row(d: Deployment, timing: Timing, tokens: int) -> dict[str, float]:
+    """Times of one prompt. LMCache's row is the model calibrated on the reference deployment, whose read
+    figure covers the whole prompt; vLLM's native offloading stores whole chunks only (no unfull chunk), so
+    its hit reads those and recomputes the rest (tokens mod chunk)."""
     bpt = d.model.kv_bytes_per_token(d.kv_dtype_bytes)
-    tail = 0 if save_unfull_chunk else tokens % d.chunk
+    tail = tokens % d.chunk if d.backend == "vllm-native" else 0
     cold, hit = timing.cold_ms(tokens), timing.hit_ms_for(tokens, bpt, tail)
     return {
         "tokens": tokens,
         "kv_gib": tokens * bpt / GIB,
-        "l2_write_ms": timing.write_ms(tokens * bpt),
-        "l2_read_ms": timing.read_ms(tokens * bpt),
+        "l2_write_ms": timing.write_ms((tokens - tail) * bpt),
+        "l2_read_ms": timing.read_ms((tokens - tail) * bpt),
         "cold_ttft_ms": cold,
         "hit_ttft_ms": hit,
         "speedup": cold / hit,

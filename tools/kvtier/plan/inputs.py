@@ -118,6 +118,7 @@ def deployments(
                     l2_gib=l2,
                     l2_usable=usable,
                     chunk=int(cache.get("chunkSize") or 256),
+                    backend=str(cache.get("backend") or "lmcache"),
                     notes=notes,
                 ),
             )
@@ -125,7 +126,15 @@ def deployments(
     return out
 
 
-def from_flags(spec: ModelSpec, dtype: str, gpu_mem_gib: float, l1_gib: float, l2_gib: float) -> Deployment:
+def from_flags(
+    spec: ModelSpec,
+    dtype: str,
+    gpu_mem_gib: float,
+    l1_gib: float,
+    l2_gib: float,
+    backend: str = "lmcache",
+    chunk: int = 256,
+) -> Deployment:
     """A planner input without a values file (`kvtier plan --model ...`)."""
     dtype_bytes = DTYPE_BYTES.get(dtype, 2)
     return Deployment(
@@ -135,6 +144,8 @@ def from_flags(spec: ModelSpec, dtype: str, gpu_mem_gib: float, l1_gib: float, l
         gpu_mem_gib=gpu_mem_gib,
         l1_gib=l1_gib,
         l2_gib=l2_gib,
+        chunk=chunk,
+        backend=backend,
     )
 
 

@@ -17,6 +17,10 @@ def print_table(result: dict[str, Any]) -> None:
             f"[bold]{m['name']}[/bold] ({m['model']}): {m['kv_formula']} = [bold]{m['kv_bytes_per_token']:,} "
             f"B/token[/bold]; weights {m['weights_gib']:.2f} GiB ({m['params'] / 1e9:.2f}B params)"
         )
+        console.print(
+            f"  backend {m['backend']}: one L2 file per {m['chunk_tokens']}-token chunk, "
+            f"{m['chunk_file_bytes']:,} B"
+        )
         for note in m["notes"]:
             console.print(f"  note: {note}", style="yellow")
         tiers = Table(title="capacity (L0, L1 per replica; L2 shared)", title_justify="left")

@@ -43,6 +43,9 @@ def build(
             "params": d.model.params,
             "notes": d.model.notes() + d.notes,
             "replicas": d.replicas,
+            "backend": d.backend,
+            "chunk_tokens": d.chunk,
+            "chunk_file_bytes": capacity.chunk_file_bytes(d),
             "tiers": {
                 t: {**v, "prompts": {n: v["tokens"] / n for n in prompt_tokens}}
                 for t, v in caps.items()
