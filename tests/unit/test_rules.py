@@ -67,6 +67,7 @@ def _hyperpod(version: str, **settings: Any) -> Mutation:
 
 
 MULTIPROCESS = {"lmcache": {"mode": "MultiProcess"}}
+NATIVE = _set("cache", "backend", value="vllm-native")
 
 
 # rule id -> (a mutation that passes, a mutation that triggers, text the message must contain)
@@ -241,6 +242,33 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
         _both(_set("engine", value={"accelerator": "cpu"}), _model(extraArgs=["--block-size", "48"])),
         "--block-size 48 is not a multiple of 32 (vLLM CPU)",
     ),
+    "backend-target": (
+        _both(_hyperpod("3.7"), _set("cache", "backend", value="lmcache")),
+        _both(_hyperpod("3.7"), NATIVE),
+        "the operator renders LMCache's connector only",
+    ),
+    "backend-l2-needs-l1": (
+        _both(
+            NATIVE, _set("cache", "l1", "enabled", value=False), _set("cache", "l2", "enabled", value=False)
+        ),
+        _both(NATIVE, _set("cache", "l1", "enabled", value=False)),
+        "cache.l1.enabled is false while the native backend's L2 is on",
+    ),
+    "backend-record-hits": (
+        _set("cache", "l2", "eviction", "recordHits", value=True),  # LMCache records hits
+        _both(NATIVE, _set("cache", "l2", "eviction", "recordHits", value=True)),
+        "recordHits is true with cache.backend vllm-native",
+    ),
+    "backend-hash-algorithm": (
+        _both(NATIVE, _set("cache", "hashAlgorithm", value="xxhash")),
+        _set("cache", "hashAlgorithm", value="xxhash"),  # vLLM's name, not LMCache's
+        "cache.hashAlgorithm xxhash is not one of lmcache's",
+    ),
+    "backend-vllm-version": (
+        _both(NATIVE, _set("cache", "vllmVersion", value="0.23.0")),
+        _both(NATIVE, _set("cache", "vllmVersion", value="0.22.1")),
+        "cache.vllmVersion 0.22.1 has no fs tier (vLLM >= 0.23.0)",
+    ),
     "labels-valid": (
         _both(
             _set("commonLabels", value={"example.com/team": "ml-1", "empty": ""}),
@@ -325,6 +353,29 @@ def test_hyperpod_operator_supports_names_tolerations_too() -> None:
         values["target"] = "standalone"
 
     assert _run("hyperpod-operator-supports", standalone) == []
+
+
+def test_native_chunk_must_be_a_multiple_of_the_block_size() -> None:
+    # vLLM's offloading config refuses a block_size that the KV cache block size does not divide.
+    uneven = _both(NATIVE, _set("cache", "chunkSize", value=200))
+    [finding] = _run("block-size-supported", uneven)
+    assert "cache.chunkSize 200 is not a multiple of models[0]'s block size 16" in finding.message
+    assert _run("block-size-supported", _both(NATIVE, _set("cache", "chunkSize", value=256))) == []
+    assert _run("block-size-supported", _set("cache", "chunkSize", value=200)) == []  # LMCache in-process
+
+
+def test_an_engine_image_of_another_vllm_release_is_a_warning() -> None:
+    image = {"repository": "vllm/vllm-openai", "tag": "v0.31.1"}
+    mismatch = _both(
+        NATIVE, _set("cache", "vllmVersion", value="0.30.2"), _set("engine", "image", value=image)
+    )
+    [finding] = _run("backend-vllm-version", mismatch)
+    assert (
+        finding.severity == "warning"
+        and "runs vLLM 0.31.1 while cache.vllmVersion is 0.30.2" in finding.message
+    )
+    lmcache_image = {"repository": "lmcache/vllm-openai", "tag": "v0.4.9"}  # LMCache's release, not vLLM's
+    assert _run("backend-vllm-version", _both(NATIVE, _set("engine", "image", value=lmcache_image))) == []
 
 
 def test_a_request_near_the_instance_memory_is_a_warning_not_an_error() -> None:

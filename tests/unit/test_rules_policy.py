@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -238,3 +239,40 @@ def test_sidecars_without_ports_need_no_probes() -> None:
     manifests = [copy.deepcopy(DEPLOYMENT)]
     manifests[0]["spec"]["template"]["spec"]["containers"].append({"name": "registrar", "image": "r:v1"})
     assert catalogue.run_manifests(ManifestsContext(manifests, "kv"), "f", only=["policy-probes"]) == []
+
+
+def _native_engine(
+    name: str, model: str, root: str, block: int = 256, algo: str = "sha256"
+) -> dict[str, Any]:
+    """An engine with vLLM's native offloading as the chart renders it (the relevant arguments only)."""
+    engine = _engine(name)
+    extra = {"spec_name": "TieringOffloadingSpec", "block_size": block, "cpu_bytes_to_use": 1 << 30}
+    extra["secondary_tiers"] = [{"type": "fs", "root_dir": root}]
+    transfer = {
+        "kv_connector": "OffloadingConnector",
+        "kv_role": "kv_both",
+        "kv_connector_extra_config": extra,
+    }
+    c = engine["spec"]["template"]["spec"]["containers"][0]
+    c["args"] = ["serve", model, "--served-model-name", name, "--kv-transfer-config", json.dumps(transfer)]
+    c["args"] += ["--prefix-caching-hash-algo", algo]
+    return engine
+
+
+def test_crosspod_rendered_reads_the_native_offloading_config() -> None:
+    def run(manifests: list[dict[str, Any]]) -> list[str]:
+        found = catalogue.run_manifests(ManifestsContext(manifests, "kv"), "f", only=["crosspod-rendered"])
+        return [f.message for f in found]
+
+    a = _native_engine("a", "m/a", "/l2/a.0123456789ab")
+    b = _native_engine("b", "m/b", "/l2/b.ba9876543210")
+    assert run([a, b]) == []
+    chunks = run([a, _native_engine("b", "m/b", "/l2/b.ba9876543210", block=512)])
+    assert any("disagree on the native offloading" in m and "512" in m for m in chunks)
+    hashes = run([a, _native_engine("b", "m/b", "/l2/b.ba9876543210", algo="xxhash")])
+    assert any("disagree on the native offloading" in m and "xxhash" in m for m in hashes)
+    shared = run([a, _native_engine("b", "m/b", "/l2/a.0123456789ab")])
+    assert any("share the fs tier directory /l2/a.0123456789ab" in m for m in shared)
+    broken = _engine("c")
+    broken["spec"]["template"]["spec"]["containers"][0]["args"] += ["--kv-transfer-config", "{oops"]
+    assert any("--kv-transfer-config is not JSON" in m for m in run([broken]))

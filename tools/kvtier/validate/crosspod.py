@@ -3,11 +3,14 @@
 The values rules check the settings; this checks the result: every engine container gets a fixed
 PYTHONHASHSEED, the same one everywhere; every rendered LMCache config agrees on the keys that name
 chunks, and each model's L2 directory is its own under one mount; and engines serving the same model agree
-on image, dtype, KV dtype and parallelism. What LMCache keys on is upstream/lmcache_key.py (measured).
+on image, dtype, KV dtype and parallelism. With vLLM's native offloading the same holds for the rendered
+--kv-transfer-config: one chunk size, spec and prefix hash everywhere, one fs-tier directory per model. What
+LMCache keys on is upstream/lmcache_key.py, what vLLM's fs tier keys on upstream/vllm_offload.py (measured).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,6 +25,9 @@ CROSSPOD = "cross-pod (rendered)"
 # Keys every rendered LMCache config must share (the chunk hash chain); remote_url is per model (namespaces).
 LMCACHE_SHARED_KEYS = ("chunk_size", "pre_caching_hash_algorithm", "save_unfull_chunk")
 SAME_MODEL_FLAGS = ("--dtype", "--kv-cache-dtype", "--tensor-parallel-size", "--pipeline-parallel-size")
+# What every engine with vLLM's OffloadingConnector must share (its extra config, and the prefix hash flag).
+NATIVE_SHARED_KEYS = ("spec_name", "block_size")
+NATIVE_HASH_FLAG = "--prefix-caching-hash-algo"
 
 
 def _env(c: dict[str, Any]) -> dict[str, Any]:
@@ -61,6 +67,7 @@ def _flag(argv: list[str], flag: str) -> str | None:
 def rendered_invariants(ctx: ManifestsContext) -> Iterator[Hit]:
     seeds: dict[str, str] = {}
     by_model: dict[str, tuple[str, dict[str, Any]]] = {}
+    native = _NativeSeen()
     for m, c in engines(ctx):
         who = f"{subject(m)} container {c.get('name')}"
         seed = _env(c).get("PYTHONHASHSEED")
@@ -78,8 +85,14 @@ def rendered_invariants(ctx: ManifestsContext) -> Iterator[Hit]:
             diff = {k: (other[k], v) for k, v in facts.items() if other[k] != v}
             yield Hit(f"{who} serves {model} like {first} but differs in {diff}", subject=subject(m))
         by_model.setdefault(model, (who, facts))
+        yield from _native_config(argv, model, who, subject(m), native)
     if len(set(seeds.values())) > 1:
         yield Hit(f"engine containers disagree on PYTHONHASHSEED: {seeds}")
+    if len({repr(v) for v in native.shared.values()}) > 1:
+        yield Hit(f"engines disagree on the native offloading's {NATIVE_SHARED_KEYS}: {native.shared}")
+    for root, models in native.roots.items():
+        if len(models) > 1:
+            yield Hit(f"engines of different models share the fs tier directory {root}: {sorted(models)}")
     rendered: dict[str, dict[str, Any]] = {}
     urls: dict[str, str] = {}
     for where, text in configs.find_files(ctx.manifests, LMCACHE):
@@ -99,3 +112,29 @@ def rendered_invariants(ctx: ManifestsContext) -> Iterator[Hit]:
     shared = {url for url in urls.values() if list(urls.values()).count(url) > 1}
     if shared:
         yield Hit(f"LMCache configs of different models share an L2 directory {sorted(shared)}: {urls}")
+
+
+class _NativeSeen:
+    """What the engines with vLLM's native offloading rendered, gathered across them."""
+
+    def __init__(self) -> None:
+        self.shared: dict[str, dict[str, Any]] = {}  # who -> its shared keys
+        self.roots: dict[str, set[str]] = {}  # fs tier root_dir -> served models
+
+
+def _native_config(argv: list[str], model: str, who: str, where: str, seen: _NativeSeen) -> Iterator[Hit]:
+    text = _flag(argv, "--kv-transfer-config")
+    if text is None:
+        return
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as error:
+        yield Hit(f"{who} --kv-transfer-config is not JSON: {error}", subject=where)
+        return
+    if not isinstance(config, dict) or config.get("kv_connector") != "OffloadingConnector":
+        return
+    extra = config.get("kv_connector_extra_config") or {}
+    seen.shared[who] = {k: extra.get(k) for k in NATIVE_SHARED_KEYS} | {"hash": _flag(argv, NATIVE_HASH_FLAG)}
+    for tier in extra.get("secondary_tiers") or []:
+        if isinstance(tier, dict) and tier.get("type") == "fs":
+            seen.roots.setdefault(str(tier.get("root_dir")), set()).add(model)

@@ -8,7 +8,8 @@ Facts from the pinned versions' code (toolchain/versions.env; docs/validate.md c
   unless VLLM_ALLOW_LONG_MAX_MODEL_LEN is set.
 - vLLM CPU's attention backend takes block sizes that are multiples of 32 only, and fails after the
   weights load otherwise; LMCache's multi-process adapter refuses a chunk size that is not a multiple
-  of vLLM's block size (the in-process connector has no such check).
+  of vLLM's block size (the in-process connector has no such check), and so does vLLM's native offloading
+  (vllm/v1/kv_offload: the offloading block_size must be a multiple of the KV cache block size).
 Model facts come from the planner's shipped configs (kvtier.plan.facts); unknown models are not judged.
 """
 
@@ -108,7 +109,8 @@ def _block_size(model: dict[str, Any], default: int) -> int | None:
 @rule(
     "block-size-supported",
     reason="vLLM CPU runs block sizes that are multiples of 32 only (it fails after loading the weights); "
-    "LMCache's multi-process server refuses a chunk size that is not a multiple of the block size",
+    "LMCache's multi-process server and vLLM's native offloading refuse a chunk size that is not a multiple "
+    "of the block size",
     remedy="drop --block-size from extraArgs (the defaults fit), or use a multiple of 32 on CPU and a "
     "divisor of cache.chunkSize",
 )
@@ -121,6 +123,10 @@ def block_size_supported(ctx: ValuesContext) -> Iterator[Hit]:
         ctx.values.get("target") == "hyperpod"
         and lookup(ctx.values, "hyperpod", "lmcache", "mode") == "MultiProcess"
     )
+    native = (
+        ctx.values.get("target", "standalone") == "standalone"
+        and lookup(ctx.values, "cache", "backend") == "vllm-native"
+    )
     chunk = lookup(ctx.values, "cache", "chunkSize")
     for i, model in model_entries(ctx.values):
         block = _block_size(model, CPU_DEFAULT_BLOCK_SIZE if cpu else GPU_DEFAULT_BLOCK_SIZE)
@@ -131,7 +137,7 @@ def block_size_supported(ctx: ValuesContext) -> Iterator[Hit]:
                 f"models[{i}] --block-size {block} is not a multiple of {CPU_BLOCK_MULTIPLE} (vLLM CPU)",
                 ("models", i, "extraArgs"),
             )
-        if multiprocess and isinstance(chunk, int) and chunk % block:
+        if (multiprocess or native) and isinstance(chunk, int) and chunk % block:
             yield Hit(
                 f"cache.chunkSize {chunk} is not a multiple of models[{i}]'s block size {block}",
                 ("cache", "chunkSize"),

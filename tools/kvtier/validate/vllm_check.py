@@ -34,6 +34,12 @@ FLAG_KEYS: dict[str, str | KeyPath] = {
     "--kv-transfer-config": ("cache", "kvLoadFailurePolicy"),
     "--prefix-caching-hash-algo": ("cache", "hashAlgorithm"),
 }
+# A refusal of the native offloading's own checks (the probe's kv-offloading stage), by what it names.
+OFFLOADING_KEYS: tuple[tuple[str, KeyPath], ...] = (
+    ("block_size", ("cache", "chunkSize")),
+    ("cpu_bytes_to_use", ("cache", "l1", "size")),
+    ("secondary tier", ("cache", "l2")),
+)
 TIMEOUT = 600
 
 
@@ -101,6 +107,9 @@ def _key(flag: str, model_name: str, loaded: Loaded) -> KeyPath:
 def finding(engine: Engine, verdict: dict[str, Any], loaded: Loaded) -> Finding:
     flag = str(verdict.get("flag") or "")
     key = _key(flag, engine.model, loaded) if flag else ()
+    if verdict.get("stage") == "kv-offloading":
+        error = str(verdict.get("error"))
+        key = next((k for word, k in OFFLOADING_KEYS if word in error), ("cache", "backend"))
     line, column = loaded.where(key) if key else (None, None)
     stage = verdict.get("stage") or "check"
     return Finding(
