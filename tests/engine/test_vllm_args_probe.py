@@ -1,7 +1,9 @@
 """vLLM's own verdict on the engine args the chart renders (engine_rig/vllm_args_probe.py): the parser
 `vllm serve` builds and the checks the serve path runs before it needs the model's config.json, all in one
-engine-venv process. The renders of values/cpu.yaml and values/prod-g6e-4xlarge.yaml must pass; broken
-variants of the CPU render (what a user's extraArgs could add) must be refused, naming the flag.
+engine-venv process. The renders of values/cpu.yaml, values/prod-g6e-4xlarge.yaml and (vLLM's native
+offloading, parsed down to its tiers by vLLM's own config builder and factories)
+values/prod-native-g6e-4xlarge.yaml must pass; broken variants of the CPU render (what a user's extraArgs
+could add) and of the native render must be refused, naming the flag.
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ from kvtier.engine_rig import rig
 
 CHART = paths.CHARTS / "kv-tiered-inference"
 PROBE = Path(rig.__file__).with_name("vllm_args_probe.py")
-ENVIRONMENTS = {"cpu": "cpu.yaml", "prod-g6e-4xlarge": "prod-g6e-4xlarge.yaml"}
+NATIVE = "prod-native-g6e-4xlarge"
+ENVIRONMENTS = {"cpu": "cpu.yaml", "prod-g6e-4xlarge": "prod-g6e-4xlarge.yaml", NATIVE: f"{NATIVE}.yaml"}
 EXPECTED = {  # what the values files say, as vLLM should have parsed it
     "cpu": {"dtype": "bfloat16", "max_model_len": 4096},
     "prod-g6e-4xlarge": {"dtype": "float16", "max_model_len": 8192},
+    NATIVE: {"dtype": "float16", "max_model_len": 8192},
 }
 
 Edit = Callable[[list[str]], list[str]]
@@ -131,6 +135,71 @@ REFUSED: dict[str, tuple[Edit, str, str]] = {
     ),
     "max num seqs 0": (lambda a: with_flag(a, "--max-num-seqs", "0"), "--max-num-seqs", "scheduler-fields"),
 }
+
+
+def with_offloading(change: Callable[[dict[str, Any]], None]) -> Edit:
+    """An edit of the native render's kv_connector_extra_config (changed in place)."""
+
+    def edit_config(config: dict[str, Any]) -> dict[str, Any]:
+        change(config["kv_connector_extra_config"])
+        return config
+
+    return with_transfer(edit_config)
+
+
+def _first_tier(change: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+    return lambda extra: change(extra["secondary_tiers"][0])
+
+
+# name: (edit of the native render, the flag vLLM must name, the probe's stage that refuses it)
+NATIVE_REFUSED: dict[str, tuple[Edit, str, str]] = {
+    "chunk not a multiple of the block": (
+        with_offloading(lambda e: e.update(block_size=200)),
+        "--kv-transfer-config",
+        "kv-offloading",
+    ),
+    "block_size and blocks_per_chunk": (
+        with_offloading(lambda e: e.update(blocks_per_chunk=16)),
+        "--kv-transfer-config",
+        "kv-offloading",
+    ),
+    "no CPU tier size": (
+        with_offloading(lambda e: e.pop("cpu_bytes_to_use")),
+        "--kv-transfer-config",
+        "kv-offloading",
+    ),
+    "unknown spec": (
+        with_offloading(lambda e: e.update(spec_name="TieredOffloadingSpec")),
+        "--kv-transfer-config",
+        "kv-offloading",
+    ),
+    "unknown tier type": (
+        with_offloading(_first_tier(lambda t: t.update(type="nfs"))),
+        "--kv-transfer-config",
+        "kv-offloading",
+    ),
+    "unknown fs tier key": (
+        with_offloading(_first_tier(lambda t: t.update(max_bytes=1 << 40))),
+        "--kv-transfer-config",
+        "kv-offloading",
+    ),
+    "fs tier without root_dir": (
+        with_offloading(_first_tier(lambda t: t.pop("root_dir"))),
+        "--kv-transfer-config",
+        "kv-offloading",
+    ),
+    "tiers not a list": (
+        with_offloading(lambda e: e.update(secondary_tiers={"type": "fs"})),
+        "--kv-transfer-config",
+        "kv-offloading",
+    ),
+    "LMCache's hash name": (
+        lambda a: with_flag(a, "--prefix-caching-hash-algo", "builtin"),
+        "--prefix-caching-hash-algo",
+        "argparse",
+    ),
+}
+
 # Wrong (for this model or this platform), but only the model's config.json, the platform or the pod can tell,
 # so vLLM accepts them this far: tensor parallel against the heads and max_model_len against the model's are
 # checked with the config.json; vLLM CPU only warns about a block size that is not a multiple of 32 when it
@@ -174,6 +243,7 @@ def verdicts(work: Path, need) -> dict[str, list[dict[str, Any]]]:
     base = renders["cpu"][0]
     cases = dict(renders)
     cases.update({name: [edit(base)] for name, (edit, _, _) in REFUSED.items()})
+    cases.update({name: [edit(renders[NATIVE][0])] for name, (edit, _, _) in NATIVE_REFUSED.items()})
     cases.update({name: [edit(base)] for name, edit in ACCEPTED_THIS_FAR.items()})
     flat = [argv for argvs in cases.values() for argv in argvs]
     request = work / "cases.json"
@@ -207,14 +277,31 @@ def test_vllm_accepts_the_rendered_args(verdicts: dict[str, list[dict[str, Any]]
         )
         assert parsed["block_size"] is None  # left to the platform (vLLM CPU: 128)
         transfer = parsed["kv_transfer_config"]
-        assert (transfer["kv_connector"], transfer["kv_role"]) == ("LMCacheConnectorV1", "kv_both")
-        assert transfer["kv_load_failure_policy"] == "recompute"
+        assert transfer["kv_role"] == "kv_both" and transfer["kv_load_failure_policy"] == "recompute"
+        if environment != NATIVE:
+            assert transfer["kv_connector"] == "LMCacheConnectorV1"
+            continue
+        extra = transfer["kv_connector_extra_config"]
+        assert transfer["kv_connector"] == "OffloadingConnector" and transfer["engine_id"] == "$(POD_NAME)"
+        assert (extra["spec_name"], extra["block_size"]) == ("TieringOffloadingSpec", 256)
+        assert extra["cpu_bytes_to_use"] == 86 * 2**30  # L1 auto: 110Gi - 8Gi /dev/shm - 16Gi headroom
+        [tier] = extra["secondary_tiers"]
+        assert tier["type"] == "fs" and tier["root_dir"].startswith("/mnt/curvine/l2cache/qwen2-7b."), tier
 
 
 @pytest.mark.parametrize("name", sorted(REFUSED))
 def test_vllm_refuses_a_broken_variant(verdicts: dict[str, list[dict[str, Any]]], name: str) -> None:
     (verdict,) = verdicts[name]
     _, flag, stage = REFUSED[name]
+    assert not verdict["ok"], verdict
+    assert (verdict["flag"], verdict["stage"]) == (flag, stage), verdict
+    assert verdict["error"]
+
+
+@pytest.mark.parametrize("name", sorted(NATIVE_REFUSED))
+def test_vllm_refuses_a_broken_native_variant(verdicts: dict[str, list[dict[str, Any]]], name: str) -> None:
+    (verdict,) = verdicts[name]
+    _, flag, stage = NATIVE_REFUSED[name]
     assert not verdict["ok"], verdict
     assert (verdict["flag"], verdict["stage"]) == (flag, stage), verdict
     assert verdict["error"]

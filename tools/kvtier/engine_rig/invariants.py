@@ -82,15 +82,18 @@ def prompt_tokens(count: int, seed: int = 0) -> list[int]:
     return [rng.randrange(1, 2000) for _ in range(count)]
 
 
-def run_cases(cases: list[dict[str, Any]], seed: str, work_dir: Path) -> list[dict[str, Any]]:
-    """Run `cases` in one engine-venv process with PYTHONHASHSEED=seed; one verdict per case."""
-    return run_cases_logged(cases, seed, work_dir)[0]
+def run_cases(
+    cases: list[dict[str, Any]], seed: str, work_dir: Path, probe: Path = PROBE
+) -> list[dict[str, Any]]:
+    """Run `cases` in one engine-venv process of `probe` (LMCache's by default) with PYTHONHASHSEED=seed;
+    one verdict per case."""
+    return run_cases_logged(cases, seed, work_dir, probe)[0]
 
 
 def run_cases_logged(
-    cases: list[dict[str, Any]], seed: str, work_dir: Path
+    cases: list[dict[str, Any]], seed: str, work_dir: Path, probe: Path = PROBE
 ) -> tuple[list[dict[str, Any]], str]:
-    """run_cases, and what LMCache logged (stderr)."""
+    """run_cases, and what the probe logged (stderr)."""
     work_dir.mkdir(parents=True, exist_ok=True)
     request = work_dir / f"cases-{len(list(work_dir.glob('cases-*.json')))}.json"
     request.write_text(json.dumps(cases))
@@ -101,9 +104,9 @@ def run_cases_logged(
         "VLLM_LOGGING_LEVEL": "WARNING",
     }
     proc = subprocess.run(
-        [str(engine_python()), str(PROBE), str(request)], capture_output=True, text=True, timeout=600, env=env
+        [str(engine_python()), str(probe), str(request)], capture_output=True, text=True, timeout=600, env=env
     )
     verdicts = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or len(verdicts) != len(cases):
-        raise RigError(f"LMCache probe failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+        raise RigError(f"{probe.name} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
     return verdicts, proc.stderr

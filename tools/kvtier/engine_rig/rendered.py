@@ -2,16 +2,19 @@
 
 `render_engine` runs the pinned `helm template` on an environment (e.g. values/cpu.yaml) plus the rig's
 overlay (the generated tiny model instead of a Hugging Face download) and returns the vLLM container's
-command, args and env and the model's LMCache config. `local_process` maps that onto this machine the way
-a kubelet would mount volumes: each path under a mount (the L2 claim, the model claim, /etc/lmcache) is
-rewritten to a local directory, `--host` binds loopback and `--port` takes a free port. Nothing else is
-changed, so a wrong flag, env var or LMCache key in the chart fails here.
+command, args and env and the model's LMCache config (none with the native backend). `local_process` maps
+that onto this machine the way a kubelet would: each path under a mount (the L2 claim, the model claim,
+/etc/lmcache, the fs tier's root_dir inside --kv-transfer-config) is rewritten to a local directory, env
+vars from the pod's name get the replica's name, `$(VAR)` references in args are expanded from the env,
+`--host` binds loopback and `--port` takes a free port. Nothing else is changed, so a wrong flag, env var,
+LMCache key or offloading key in the chart fails here.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +34,13 @@ class RenderedEngine:
     command: list[str]
     args: list[str]
     env: dict[str, str]
-    lmcache_config: dict[str, Any]
+    lmcache_config: dict[str, Any]  # empty with the native backend (no LMCache ConfigMap)
     mounts: dict[str, str]  # volume name -> mountPath in the container
+    pod_name_env: list[str] = field(default_factory=list)  # env vars from the pod's metadata.name
+
+
+# A dependent variable reference, as the kubelet expands it in command and args.
+ENV_REFERENCE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
 
 def render_engine(values: list[Path], overlay: dict[str, Any], work_dir: Path) -> RenderedEngine:
@@ -53,14 +61,25 @@ def render_engine(values: list[Path], overlay: dict[str, Any], work_dir: Path) -
     pod = engines[0]["spec"]["template"]["spec"]
     container = next(c for c in pod["containers"] if c["name"] == "vllm")
     env = {e["name"]: str(e["value"]) for e in container.get("env", []) if "value" in e}
-    config_name = next(v["configMap"]["name"] for v in pod["volumes"] if v["name"] == "lmcache-config")
-    config_map = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == config_name)
+    pod_name_env = [
+        e["name"]
+        for e in container.get("env", [])
+        if (e.get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath") == "metadata.name"
+    ]
+    config_names = [v["configMap"]["name"] for v in pod["volumes"] if v["name"] == "lmcache-config"]
+    lmcache_config: dict[str, Any] = {}
+    for config_name in config_names:
+        config_map = next(
+            d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == config_name
+        )
+        lmcache_config = yaml.safe_load(config_map["data"]["lmcache.yaml"])
     return RenderedEngine(
         command=list(container["command"]),
         args=[str(a) for a in container["args"]],
         env=env,
-        lmcache_config=yaml.safe_load(config_map["data"]["lmcache.yaml"]),
+        lmcache_config=lmcache_config,
         mounts={m["name"]: m["mountPath"] for m in container.get("volumeMounts", [])},
+        pod_name_env=pod_name_env,
     )
 
 
@@ -82,13 +101,29 @@ class LocalEngine:
 
 
 def local_process(
-    engine: RenderedEngine, python: Path, volumes: dict[str, Path], config_dir: Path, port: int
+    engine: RenderedEngine,
+    python: Path,
+    volumes: dict[str, Path],
+    config_dir: Path,
+    port: int,
+    pod_name: str = "rig-pod",
 ) -> LocalEngine:
-    """argv and env of one replica. `volumes`: volume name -> local directory (the rig's "mounts")."""
+    """argv and env of one replica. `volumes`: volume name -> local directory (the rig's "mounts");
+    `pod_name`: what the kubelet would give the env vars taken from metadata.name."""
     if engine.command != ["vllm"]:
         raise RigError(f"the chart's engine command is {engine.command}, the rig knows ['vllm']")
     table = {engine.mounts[name]: local for name, local in volumes.items() if name in engine.mounts}
     table[LMCACHE_CONFIG_DIR] = config_dir
+    env = {name: _remap(value, table) for name, value in engine.env.items()}
+    env.update(dict.fromkeys(engine.pod_name_env, pod_name))
+    args = [_expand(_remap(a, table), env) for a in engine.args]
+    for flag, value in (("--host", "127.0.0.1"), ("--port", str(port))):
+        if flag not in args:
+            raise RigError(f"the chart's vllm args have no {flag}")
+        args[args.index(flag) + 1] = value
+    fs_root = _remap_fs_tier(args, table)
+    if fs_root is not None:  # vLLM's native offloading: its fs tier is the L2
+        return LocalEngine([str(python), str(VLLM_CLI), *args], env, Path(fs_root))
     config = dict(engine.lmcache_config)
     if "remote_url" in config:
         config["remote_url"] = _remap(str(config["remote_url"]), table)
@@ -99,13 +134,30 @@ def local_process(
         config["extra_config"] = extra
     config_dir.mkdir(parents=True, exist_ok=True)
     (config_dir / "lmcache.yaml").write_text(yaml.safe_dump(config))
-    args = [_remap(a, table) for a in engine.args]
-    for flag, value in (("--host", "127.0.0.1"), ("--port", str(port))):
-        if flag not in args:
-            raise RigError(f"the chart's vllm args have no {flag}")
-        args[args.index(flag) + 1] = value
-    env = {name: _remap(value, table) for name, value in engine.env.items()}
     return LocalEngine([str(python), str(VLLM_CLI), *args], env, Path(l2_path(config)))
+
+
+def _expand(value: str, env: dict[str, str]) -> str:
+    """`$(VAR)` references replaced by the env's values, as the kubelet does (unknown ones stay)."""
+    return ENV_REFERENCE.sub(lambda m: env.get(m.group(1), m.group(0)), value)
+
+
+def _remap_fs_tier(args: list[str], table: dict[str, Path]) -> str | None:
+    """Rewrite the fs tier's root_dir in --kv-transfer-config in place; its local path, if there is one."""
+    if "--kv-transfer-config" not in args:
+        return None
+    at = args.index("--kv-transfer-config") + 1
+    transfer = json.loads(args[at])
+    tiers = (transfer.get("kv_connector_extra_config") or {}).get("secondary_tiers") or []
+    roots = []
+    for tier in tiers:
+        if tier.get("type") == "fs":
+            tier["root_dir"] = _remap(str(tier["root_dir"]), table)
+            roots.append(tier["root_dir"])
+    if not roots:
+        return None
+    args[at] = json.dumps(transfer)
+    return roots[0]
 
 
 def l2_path(config: dict[str, Any]) -> str:
@@ -126,4 +178,5 @@ def describe(engine: RenderedEngine) -> str:
     """One line for logs: the rendered flags that matter for the tiers."""
     transfer = engine.args[engine.args.index("--kv-transfer-config") + 1]
     head = " ".join(engine.args[:2])
-    return f"rendered: {head}, kv-transfer-config {json.loads(transfer)}, LMCache {engine.lmcache_config}"
+    lmcache = f", LMCache {engine.lmcache_config}" if engine.lmcache_config else ""
+    return f"rendered: {head}, kv-transfer-config {json.loads(transfer)}{lmcache}"

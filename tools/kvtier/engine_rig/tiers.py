@@ -1,6 +1,8 @@
 """L1 and L2 for real on CPU: vLLM replicas started from the chart's rendered container (values/cpu.yaml),
 sharing one L2 directory, with LMCache's own engine, L1 and fs connector and our CPU KV-copy stand-in
-(tools/lmcache-cpu-copy) in place of LMCache's CUDA copy kernels.
+(tools/lmcache-cpu-copy) in place of LMCache's CUDA copy kernels; or, with backend "vllm-native", vLLM's own
+OffloadingConnector (CPU tier in /dev/shm, fs tier on the shared directory) with the offload-cpu-copy
+stand-in in place of its CUDA block copy.
 
 `measure_tiers` runs, in one go and on the same replicas: a cold prompt on replica 0, the same prompt again
 there (L0), the same prompt on replica 1 (its first request: L2), and a second prompt whose L2 files are
@@ -25,18 +27,24 @@ from kvtier import paths
 from kvtier.engine_rig import processes, rendered
 from kvtier.engine_rig.errors import RigError
 from kvtier.engine_rig.rig import ENGINE_ENV, MODEL_NAME, engine_python, generate_model
-from kvtier.podscripts import kvcheck
+from kvtier.podscripts import kvcheck, l2_evict
 
 CPU_VALUES = paths.ROOT / "values" / "cpu.yaml"
 ADAPTER_PROBE = Path(__file__).with_name("copy_layout_probe.py")
 CHUNK_FILE = re.compile(r".*\.data$")
+NATIVE = "vllm-native"
+SHM = Path("/dev/shm")
 
 
-def rig_overlay(chunk_size: int) -> dict[str, Any]:
+def rig_overlay(chunk_size: int, backend: str = "lmcache") -> dict[str, Any]:
     """What the rig changes in values/cpu.yaml: the generated tiny model from a "claim" instead of a
-    download, and sizes for two replicas on a shared two-core machine. Tiers, invariants, flags: untouched."""
+    download, and sizes for two replicas on a shared two-core machine. Tiers, invariants, flags: untouched,
+    but for the backend (the native one takes vLLM's name of the same hash, sha256)."""
+    cache: dict[str, Any] = {"chunkSize": chunk_size, "l1": {"size": 1}}
+    if backend == NATIVE:
+        cache |= {"backend": NATIVE, "hashAlgorithm": "sha256"}
     return {
-        "cache": {"chunkSize": chunk_size, "l1": {"size": 1}},
+        "cache": cache,
         "engine": {"cpuKVCacheSpace": "1Gi"},
         "models": [
             {
@@ -59,10 +67,13 @@ class TieredRig:
     work_dir: Path
     replicas: int = 2
     chunk_size: int = 256
+    backend: str = "lmcache"
     log: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr))
     started: list[processes.Process] = field(default_factory=list)
     l2_dir: Path | None = None
     engine: rendered.RenderedEngine | None = None
+    pod_names: list[str] = field(default_factory=list)
+    leftover_shm: list[Path] = field(default_factory=list)  # CPU-tier regions left behind, removed on stop
 
     def __enter__(self) -> TieredRig:
         try:
@@ -77,7 +88,8 @@ class TieredRig:
 
     def start(self) -> None:
         generate_model(self.work_dir / "models" / MODEL_NAME)
-        self.engine = rendered.render_engine([CPU_VALUES], rig_overlay(self.chunk_size), self.work_dir)
+        overlay = rig_overlay(self.chunk_size, self.backend)
+        self.engine = rendered.render_engine([CPU_VALUES], overlay, self.work_dir)
         self.log(rendered.describe(self.engine))
         launched = [self._launch(index) for index in range(self.replicas)]  # started together
         for process in launched:
@@ -100,7 +112,12 @@ class TieredRig:
         for directory in volumes.values():
             directory.mkdir(parents=True, exist_ok=True)
         port = processes.free_port()
-        local = rendered.local_process(self.engine, engine_python(), volumes, pod / "etc-lmcache", port)
+        # A pod name of its own per run: the native CPU tier's /dev/shm region is named after it.
+        pod_name = f"{MODEL_NAME}-{index}-{self.work_dir.name}-{port}"
+        self.pod_names.append(pod_name)
+        local = rendered.local_process(
+            self.engine, engine_python(), volumes, pod / "etc-lmcache", port, pod_name
+        )
         self.l2_dir = local.l2_dir
         env = {**ENGINE_ENV, **local.env, "VLLM_RPC_BASE_PATH": str(pod / "tmp"), "LMCACHE_LOG_LEVEL": "INFO"}
         process = processes.start(
@@ -113,10 +130,22 @@ class TieredRig:
         for process in self.started:
             processes.stop(process)
         self.started.clear()
+        for name in self.pod_names:  # vLLM names the native CPU tier's region after its engine_id
+            region = SHM / f"vllm_offload_{name}.mmap"
+            if region.exists():
+                self.leftover_shm.append(region)
+                region.unlink()
 
     def chunk_files(self) -> list[Path]:
+        """Final chunk files in this model's L2 namespace (LMCache's flat `*.data`, vLLM's nested `*.bin`)."""
         assert self.l2_dir is not None
+        if self.backend == NATIVE:
+            return sorted(p for p in self.l2_dir.rglob("*.bin") if l2_evict.is_chunk_file(self._below(p)))
         return sorted(p for p in self.l2_dir.glob("*") if CHUNK_FILE.match(p.name))
+
+    def _below(self, path: Path) -> str:
+        assert self.l2_dir is not None
+        return path.relative_to(self.l2_dir).as_posix()
 
     def wait_for_chunks(self, count: int, timeout_s: float = 60.0) -> list[Path]:
         """LMCache stores to L2 after the request: wait until `count` chunk files are final."""
@@ -139,12 +168,17 @@ def connector_hit_tokens(url: str) -> float:
 
 def prompt_tokens(url: str, prompt: str) -> int:
     """Tokens of `prompt` by the engine's own tokenizer (vLLM's /tokenize)."""
+    return len(prompt_token_ids(url, prompt))
+
+
+def prompt_token_ids(url: str, prompt: str) -> list[int]:
+    """The token ids vLLM's /tokenize gives `prompt`, as a completion request would see them."""
     body = json.dumps({"model": MODEL_NAME, "prompt": prompt}).encode()
     request = urllib.request.Request(
         url.rstrip("/") + "/tokenize", body, {"Content-Type": "application/json"}
     )
     with urllib.request.urlopen(request, timeout=30) as response:  # loopback only
-        return int(json.loads(response.read())["count"])
+        return [int(token) for token in json.loads(response.read())["tokens"]]
 
 
 @dataclass(frozen=True)

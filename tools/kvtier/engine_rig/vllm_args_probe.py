@@ -30,6 +30,13 @@ EngineArgs.create_engine_config in vllm/engine/arg_utils.py):
   scheduler-fields  SchedulerConfig's field constraints (max_num_seqs >= 1, max_num_batched_tokens >= 1, ...)
   load, observability  LoadConfig and ObservabilityConfig, built by EngineArgs itself
   kv-connector    the connector named in --kv-transfer-config, resolved by vLLM's KVConnectorFactory
+  kv-offloading   for vLLM's OffloadingConnector: its extra config through vLLM's own build_offloading_config
+                  (block_size against the KV block size), OffloadingSpecFactory.create_spec (spec name,
+                  cpu_bytes_to_use, secondary_tiers), and each secondary tier's class from
+                  SecondaryTierFactory with its keys bound to that class's constructor (unknown or missing
+                  keys). The KV cache it is built for is a stand-in (two full-attention layers of the
+                  parsed dtype, --block-size or the GPU default of 16 tokens): nothing is allocated and no
+                  tier is started, so neither /dev/shm nor root_dir is touched.
 Not checked, since they need the model's config.json (or the pod's devices and environment): tensor
 parallel size against the attention heads, max_model_len against the model's maximum, what the platform
 and its attention backend make of the block size and KV cache dtype (vLLM CPU takes block sizes that are
@@ -289,6 +296,47 @@ def _parallel_config(ea: Any) -> Any:
     return ParallelConfig(**kwargs)
 
 
+GPU_DEFAULT_BLOCK_SIZE = (
+    16  # vllm/config/cache.py DEFAULT_BLOCK_SIZE: what a GPU engine runs without --block-size
+)
+
+
+def _offloading(engine_args: Any, built: dict[str, Any], transfer: Any) -> None:
+    """vLLM's own checks of an OffloadingConnector configuration, on a stand-in KV cache."""
+    import inspect
+
+    from offload_stand_in import offloading_config
+    from vllm.v1.kv_offload.factory import OffloadingSpecFactory
+    from vllm.v1.kv_offload.tiering.factory import SecondaryTierFactory
+
+    block = engine_args.block_size or GPU_DEFAULT_BLOCK_SIZE
+    dtype = engine_args.dtype if engine_args.dtype not in (None, "auto") else "float16"
+    model = engine_args.model
+    config = offloading_config(transfer, model, dtype, block, built["parallel"], built["cache"])
+    offloading = OffloadingSpecFactory.create_spec(config)
+    for tier in getattr(offloading, "secondary_tier_configs", []):
+        if not isinstance(tier, dict):
+            raise Refused(
+                "kv-offloading", f"a secondary tier is a mapping, got {tier!r}", "--kv-transfer-config"
+            )
+        tier_class = SecondaryTierFactory.get_tier_class(tier)
+        keys = {k: v for k, v in tier.items() if k not in ("type", "module_path", "backpressure")}
+        try:  # the call SecondaryTierFactory.create_secondary_tier makes, bound instead of made
+            inspect.signature(tier_class).bind(
+                offloading_spec=offloading,
+                primary_kv_view=memoryview(b""),
+                tier_type=tier["type"],
+                backpressure_detector=None,
+                **keys,
+            )
+        except TypeError as error:
+            raise Refused(
+                "kv-offloading",
+                f"secondary tier {tier['type']!r} ({tier_class.__name__}): {error}",
+                "--kv-transfer-config",
+            ) from None
+
+
 def _parsed(args: Any) -> dict[str, Any]:
     values = {key: getattr(args, key, None) for key in PARSED_KEYS}
     transfer = values["kv_transfer_config"]
@@ -363,6 +411,15 @@ def check(argv: list[str]) -> dict[str, Any]:
                 KVConnectorFactory.get_connector_class(transfer)
             except Exception as error:
                 raise Refused(stage, f"{type(error).__name__}: {error}", "--kv-transfer-config") from None
+        stage = "kv-offloading"
+        if transfer is not None and transfer.kv_connector == "OffloadingConnector":
+            try:
+                _offloading(engine_args, built, transfer)
+            except Refused:
+                raise
+            except Exception as error:
+                message = f"{type(error).__name__}: {error}"
+                raise Refused(stage, message, "--kv-transfer-config") from None
         verdict["ok"] = True
     except Refused as refusal:
         verdict.update(error=_one_line(str(refusal)), flag=refusal.flag, stage=refusal.stage)

@@ -1,0 +1,131 @@
+"""The vllm-native backend for real on CPU: two vLLM replicas started from the container the chart renders
+for values/cpu.yaml with `cache.backend: vllm-native` share KV through vLLM's own OffloadingConnector: its
+CPU tier (L1) and its `fs` tier on one directory (L2), both vLLM's code; only the block copy between the
+engine and the CPU tier is our stand-in (tools/offload-cpu-copy, checked against vLLM's descriptors in
+test_offload_cpu_copy.py). The files the engine writes are the ones offload_key_probe.py computes, which
+test_native_invariants.py varies setting by setting. Timings are printed, never asserted."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kvtier.engine_rig import native_keys, tiers
+from kvtier.engine_rig import rig as engine_rig
+from kvtier.engine_rig.errors import RigError
+from kvtier.plan import capacity
+from kvtier.podscripts import kvcheck
+from kvtier.upstream import vllm_offload
+
+
+@pytest.fixture(scope="module")
+def native(tmp_path_factory: pytest.TempPathFactory, need) -> Iterator[tiers.TieredRig]:
+    try:
+        engine_rig.engine_python()
+    except RigError as error:
+        need(False, f"engine rig unavailable: {error}")
+    with tiers.TieredRig(tmp_path_factory.mktemp("native"), backend=tiers.NATIVE) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def crossed(native: tiers.TieredRig) -> dict[str, Any]:
+    """A prompt computed on replica 0, then asked on replica 1 (its first request with it)."""
+    prompt = kvcheck.long_prompt(1500)
+    token_ids = tiers.prompt_token_ids(native.started[0].url, prompt)
+    tokens = len(token_ids)
+    cold = tiers.ask(native, 0, prompt, "cold (replica 0)")
+    files = native.wait_for_chunks(tokens // native.chunk_size)
+    l2 = tiers.ask(native, 1, prompt, "fs tier hit (replica 1, first time)")
+    print(
+        f"native backend: {tokens} tokens, TTFT cold {cold.ttft_ms:.0f} ms, fs-tier hit {l2.ttft_ms:.0f} ms"
+    )
+    return {"tokens": tokens, "token_ids": token_ids, "cold": cold, "l2": l2, "files": files}
+
+
+def test_the_rig_runs_the_chart_rendered_offloading_connector(native: tiers.TieredRig) -> None:
+    assert native.engine is not None and native.engine.lmcache_config == {}
+    transfer = json.loads(native.engine.args[native.engine.args.index("--kv-transfer-config") + 1])
+    assert transfer["kv_connector"] == "OffloadingConnector" and transfer["engine_id"] == "$(POD_NAME)"
+    extra = transfer["kv_connector_extra_config"]
+    assert (extra["spec_name"], extra["block_size"], extra["cpu_bytes_to_use"]) == (
+        "TieringOffloadingSpec",
+        256,
+        2**30,  # the rig's cache.l1.size: 1 (GiB)
+    )
+    assert native.engine.pod_name_env == ["POD_NAME"]
+    # The fs tier's root is the model's own namespace inside the one shared volume.
+    assert native.l2_dir is not None and native.l2_dir.parent == native.work_dir / "l2"
+    assert native.l2_dir.name.startswith(f"{engine_rig.MODEL_NAME}.")
+
+
+def test_other_replica_hits_whole_chunks_from_the_fs_tier_with_identical_output(
+    crossed: dict[str, Any],
+) -> None:
+    whole_chunks = crossed["tokens"] // 256 * 256
+    assert crossed["cold"].hit_tokens == 0
+    assert crossed["l2"].hit_tokens == whole_chunks > 0, (
+        "replica 1's first request must load every whole chunk"
+    )
+    assert crossed["l2"].text == crossed["cold"].text, (
+        "greedy output differs between the cold and fs-tier path"
+    )
+
+
+def test_fs_tier_files_are_where_eviction_looks_and_the_planners_size(
+    crossed: dict[str, Any], native: tiers.TieredRig
+) -> None:
+    files: list[Path] = crossed["files"]
+    assert native.l2_dir is not None and len(files) == crossed["tokens"] // 256
+    assert list(native.l2_dir.glob("*/config.json")), "vLLM describes its layout beside the files"
+    spec = capacity.load_model_config(native.work_dir / "models" / engine_rig.MODEL_NAME / "config.json")
+    expected = vllm_offload.chunk_file_bytes(256, spec.kv_bytes_per_token(4))  # float32 KV
+    assert {f.stat().st_size for f in files} == {expected}
+    outcome = kvcheck.check_l2_files(str(native.work_dir / "l2"), minimum=len(files))
+    assert outcome["ok"] and outcome["chunks"] == len(files), outcome  # helm test's l2-files
+
+
+def test_the_engine_writes_the_files_vllms_own_key_code_names(
+    crossed: dict[str, Any], native: tiers.TieredRig
+) -> None:
+    """The probe behind test_native_invariants.py, given this rig's rendered pod and the prompt's token ids,
+    names exactly the files the running engine wrote: its stand-in KV description (layer names, heads, block
+    size) is the engine's as far as vLLM's keys go."""
+    assert native.engine is not None
+    config = json.loads((native.work_dir / "models" / engine_rig.MODEL_NAME / "config.json").read_text())
+    shape = {"layers": config["num_hidden_layers"], "kv_heads": config["num_key_value_heads"]}
+    pod = native_keys.pod_case(native.engine, native.work_dir / "l2", native.work_dir, shape)
+    [verdict] = native_keys.run_cases(
+        [{**pod.case, "tokens": crossed["token_ids"]}], pod.seed, native.work_dir
+    )
+    assert verdict["error"] is None, verdict["error"]
+    assert sorted(verdict["files"]) == [str(f) for f in crossed["files"]]
+
+
+def test_a_removed_fs_tier_file_is_a_clean_recompute(
+    crossed: dict[str, Any], native: tiers.TieredRig
+) -> None:
+    del crossed  # after the cross-replica hit, whose files this must not disturb
+    prompt = kvcheck.long_prompt(1200)
+    tokens = tiers.prompt_tokens(native.started[0].url, prompt)
+    before = set(native.chunk_files())
+    first = tiers.ask(native, 0, prompt, "fresh prompt on replica 0")
+    native.wait_for_chunks(len(before) + tokens // native.chunk_size)
+    for path in set(native.chunk_files()) - before:
+        path.unlink()  # what the eviction CronJob does
+    gone = tiers.ask(native, 1, prompt, "fs-tier files removed (replica 1)")
+    assert gone.hit_tokens == 0 and gone.text == first.text
+
+
+def test_helm_tests_crosspod_check_passes_on_the_rendered_engines(
+    crossed: dict[str, Any], native: tiers.TieredRig
+) -> None:
+    del crossed
+    a, b = (process.url for process in native.started)
+    outcome = kvcheck.check_crosspod(a, b, engine_rig.MODEL_NAME, words=1200, settle_s=2)
+    assert outcome["ok"] is True, outcome["summary"]
+    assert outcome["b"]["external_hit_tokens"] >= 1024
