@@ -98,3 +98,46 @@ def test_tensor_parallel_above_one_is_refused_on_cpu() -> None:
     result = render("kv-tiered-inference", values=[CPU], set_values={"models[0].gpusPerReplica": 2})
     assert result.returncode != 0
     assert "engine.accelerator is cpu" in result.stderr and "gpusPerReplica" in result.stderr
+
+
+NATIVE = {"cache.backend": "vllm-native", "cache.hashAlgorithm": "sha256"}
+
+
+def native_namespaces(set_values: dict[str, Any] | None = None) -> dict[str, str]:
+    """Model name -> the namespace directory its vLLM fs tier is rooted in (cache.backend vllm-native)."""
+    docs = render_docs("kv-tiered-inference", values=[CPU], set_values={**NATIVE, **(set_values or {})})
+    result = {}
+    for deployment in find(docs, "Deployment"):
+        args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        if "--kv-transfer-config" not in args:
+            continue
+        transfer = yaml.safe_load(args[args.index("--kv-transfer-config") + 1])
+        [tier] = transfer["kv_connector_extra_config"]["secondary_tiers"]
+        root = Path(tier["root_dir"])
+        assert root.parent == Path("/mnt/l2cache"), root
+        result[deployment["metadata"]["labels"]["kv-tiered-inference/model"]] = root.name
+    return result
+
+
+def test_the_native_backend_has_namespaces_of_its_own() -> None:
+    native = native_namespaces()
+    assert native["qwen2-05b"].startswith("qwen2-05b.") and native != namespaces()
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("cache.vllmVersion", "0.33.0"),  # the fs tier's files carry no format version
+        ("models[0].source.huggingface.revision", "abc123"),  # nor does vLLM's digest know the weights
+        ("cache.hashAlgorithm", "xxhash"),
+        ("cache.chunkSize", 512),
+        ("models[0].dtype", "float32"),
+    ],
+)
+def test_every_native_validity_input_changes_the_namespace(key: str, value: Any) -> None:
+    assert native_namespaces({key: value}) != native_namespaces()
+
+
+def test_the_lmcache_namespace_ignores_the_vllm_version() -> None:
+    # LMCache's namespaces are what they were before backends existed: its chunks survive the upgrade.
+    assert namespaces({"cache.vllmVersion": "0.33.0"}) == namespaces()

@@ -458,3 +458,44 @@ def test_workers_check_reads_what_was_scheduled(
         )
         assert denied.stdout == "403", f"{path}: {denied.stdout} {denied.stderr}"
     _uninstall_cleanly(helm, kube_rest, release, namespace)
+
+
+def test_switching_the_cache_backend_is_an_upgrade_that_keeps_the_l2_claim(
+    chart_now: Path,
+    kube_cluster: Path,
+    kube_rest: Rest,
+    make_namespace,
+    static_pvs,
+    request: pytest.FixtureRequest,
+) -> None:
+    """The reference environment on LMCache, upgraded to `cache.backend: vllm-native` (and back): the same
+    claim (its data) stays bound, the eviction job's live list moves to the new backend's namespace, and the
+    engines carry the native connector; helm test passes on both."""
+    env = paths.VALUES / "prod-g6e-4xlarge.yaml"
+    helm, namespace = _setup(env, 3, kube_cluster, make_namespace, "bk", request)
+    release = "bk3"  # as _setup names it
+    _provide_storage(helm, chart_now, release, env, kube_rest, static_pvs)
+    helm("install", release, str(chart_now), "-f", str(env), "--wait", "--timeout", "5m")
+    claims = f"/api/v1/namespaces/{namespace}/persistentvolumeclaims"
+
+    def state() -> tuple[dict[str, str], str, str]:
+        bound = {c["metadata"]["name"]: c["metadata"]["uid"] for c in kube_rest.get(claims)["items"]}
+        live = kube_rest.get(f"/api/v1/namespaces/{namespace}/configmaps/{release}-{UMBRELLA}-l2-eviction")
+        engines = kube_rest.get(f"/apis/apps/v1/namespaces/{namespace}/deployments")["items"]
+        args = next(
+            d["spec"]["template"]["spec"]["containers"][0]["args"]
+            for d in engines
+            if d["metadata"]["labels"].get("app.kubernetes.io/component") == "engine"
+        )
+        return bound, live["data"]["live-namespaces.txt"], args[args.index("--kv-transfer-config") + 1]
+
+    before = state()
+    native = ["--set", "cache.backend=vllm-native", "--set", "cache.hashAlgorithm=sha256"]
+    helm("upgrade", release, str(chart_now), "-f", str(env), *native, "--wait", "--timeout", "5m")
+    after = state()
+    assert after[0] == before[0], "the upgrade replaced a claim: the L2 data would be gone"
+    assert after[1] != before[1], "the live namespace list still names LMCache's namespace"
+    assert '"OffloadingConnector"' in after[2] and '"LMCacheConnectorV1"' in before[2]
+    assert "Succeeded" in helm("test", release, "--timeout", "5m").stdout
+    helm("rollback", release, "1", "--wait", "--timeout", "5m")
+    assert state() == before

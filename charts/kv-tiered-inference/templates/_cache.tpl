@@ -1,7 +1,7 @@
 {{/*
-The KV cache tiers: L1 sizing, the L2 claim and its StorageClass, and the LMCache config. The cross-pod
-invariants (chunk size, hash algorithm, serde, L2 URL) are written here once and read by every template
-that needs them.
+The KV cache tiers: L1 sizing, the L2 claim and its StorageClass, and what each backend is given (the LMCache
+config, or the native OffloadingConnector's configuration). The cross-pod invariants (chunk size, hash
+algorithm, serde, L2 directory) are written here once and read by every template that needs them.
 */}}
 
 {{/*
@@ -87,9 +87,17 @@ Input: dict "root" $ "model" <models[] entry>. Output: `<model name>.<12 hex>`.
   "tensorParallel" (toString (include "kv-tiered-inference.tensorParallelSize" $m))
   "chunkSize" (toString $v.cache.chunkSize)
   "hashAlgorithm" $v.cache.hashAlgorithm
-  "lmcache" (toString $v.cache.lmcacheVersion)
   "accelerator" ($v.engine.accelerator | default "nvidia")
   "salt" (toString ($v.cache.l2.namespaceSalt | default "")) -}}
+{{- /* LMCache's identity is unchanged from before backends existed, so upgrades keep their namespaces. vLLM's
+fs tier keys its own directory on model argument, dtype, block sizes and layers, but not on weights, revision,
+its own version or (for layouts it calls parallelism-agnostic) TP: those stay here (docs/backends.md). */ -}}
+{{- if eq (include "kv-tiered-inference.backend" $v) "vllm-native" -}}
+{{- $_ := set $identity "backend" "vllm-native" -}}
+{{- $_ := set $identity "vllm" (toString $v.cache.vllmVersion) -}}
+{{- else -}}
+{{- $_ := set $identity "lmcache" (toString $v.cache.lmcacheVersion) -}}
+{{- end -}}
 {{- if eq $v.target "standalone" -}}
 {{- $_ := set $identity "modelArg" (include "kv-tiered-inference.modelArg" $m) -}}
 {{- end -}}
@@ -139,9 +147,87 @@ Input: dict "root" $ "model" <models[] entry>.
 {{- end -}}
 {{- end -}}
 
-{{/* Whether LMCache is used at all (L1 or L2 on). */}}
-{{- define "kv-tiered-inference.lmcacheEnabled" -}}
+{{/* The cache backend: `lmcache` or `vllm-native` (cache.backend). Input: .Values. */}}
+{{- define "kv-tiered-inference.backend" -}}
+{{- .cache.backend | default "lmcache" -}}
+{{- end -}}
+
+{{/* Whether the engines offload KV at all (L1 or L2 on), whatever the backend. */}}
+{{- define "kv-tiered-inference.offloadEnabled" -}}
 {{- if or .Values.cache.l1.enabled .Values.cache.l2.enabled -}}true{{- end -}}
+{{- end -}}
+
+{{/* Whether LMCache is used (L1 or L2 on, backend lmcache; the HyperPod target always uses it). */}}
+{{- define "kv-tiered-inference.lmcacheEnabled" -}}
+{{- if and (include "kv-tiered-inference.offloadEnabled" .) (eq (include "kv-tiered-inference.backend" .Values) "lmcache") -}}true{{- end -}}
+{{- end -}}
+
+{{/* Whether vLLM's native offloading is used (L1 or L2 on, backend vllm-native, standalone target). */}}
+{{- define "kv-tiered-inference.nativeEnabled" -}}
+{{- if and (include "kv-tiered-inference.offloadEnabled" .) (eq (include "kv-tiered-inference.backend" .Values) "vllm-native") -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+Refuse what a backend cannot do, naming the key to change. The HyperPod operator renders LMCache only; vLLM's
+fs tier reaches L2 through its CPU tier (a chunk is read into, and written from, a CPU-tier slot); the hit
+recorder is an LMCache storage plugin; each backend names its prefix hash functions differently.
+*/}}
+{{- define "kv-tiered-inference.backendCheck" -}}
+{{- $cache := .Values.cache -}}
+{{- $backend := include "kv-tiered-inference.backend" .Values -}}
+{{- if eq $backend "vllm-native" -}}
+{{- if eq .Values.target "hyperpod" -}}
+{{- fail "cache.backend vllm-native: the HyperPod Inference Operator renders LMCache's connector only; use cache.backend lmcache on target hyperpod (or target standalone)" -}}
+{{- end -}}
+{{- if and $cache.l2.enabled (not $cache.l1.enabled) -}}
+{{- fail "cache.backend vllm-native: the fs tier (L2) moves every chunk through the CPU tier (L1); set cache.l1.enabled true, or cache.l2.enabled false" -}}
+{{- end -}}
+{{- if $cache.l2.eviction.recordHits -}}
+{{- fail "cache.l2.eviction.recordHits: the hit recorder is an LMCache storage plugin; with cache.backend vllm-native set it false (eviction then orders chunks by write time)" -}}
+{{- end -}}
+{{- if not (has $cache.hashAlgorithm (list "sha256" "sha256_cbor" "xxhash" "xxhash_cbor")) -}}
+{{- fail (printf "cache.hashAlgorithm %s is LMCache's; with cache.backend vllm-native it is vLLM's --prefix-caching-hash-algo: sha256 (vLLM's default), sha256_cbor, xxhash or xxhash_cbor" $cache.hashAlgorithm) -}}
+{{- end -}}
+{{- else if hasPrefix "xxhash" $cache.hashAlgorithm -}}
+{{- fail (printf "cache.hashAlgorithm %s is vLLM's; with cache.backend lmcache it is LMCache's pre_caching_hash_algorithm: builtin, sha256, sha256_cbor or sha256_cbor_64bit" $cache.hashAlgorithm) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+`--kv-transfer-config` of one model with the native backend: vLLM's OffloadingConnector with its tiering spec,
+a CPU tier of L1's size (cpu_bytes_to_use) and, with L2, one `fs` tier rooted in the model's L2 namespace.
+`block_size` is the chunk in tokens (cache.chunkSize). `engine_id` names the CPU tier's region in /dev/shm
+(`vllm_offload_<engine_id>.mmap`): vLLM draws a new one per start and leaves the region of a killed process
+behind, and /dev/shm outlives a container restart, so a fixed per-pod id makes the restarted engine take the
+old region over instead of failing for lack of room. Input: dict "root" $ "model" <models[] entry>.
+*/}}
+{{- define "kv-tiered-inference.nativeTransferConfig" -}}
+{{- $cache := .root.Values.cache -}}
+{{- $extra := dict "spec_name" "TieringOffloadingSpec" "cpu_bytes_to_use" (include "kv-tiered-inference.l1Bytes" . | int64) "block_size" (int $cache.chunkSize) -}}
+{{- if $cache.l2.enabled -}}
+{{- $_ := set $extra "secondary_tiers" (list (dict "type" "fs" "root_dir" (include "kv-tiered-inference.l2Dir" .))) -}}
+{{- end -}}
+{{- toJson (dict "kv_connector" "OffloadingConnector" "kv_role" "kv_both" "kv_load_failure_policy" ($cache.kvLoadFailurePolicy | default "recompute") "engine_id" "$(POD_NAME)" "kv_connector_extra_config" $extra) -}}
+{{- end -}}
+
+{{/* L1 of one model in bytes (whole bytes of l1SizeGiB GiB). Input: dict "root" $ "model" <models[] entry>. */}}
+{{- define "kv-tiered-inference.l1Bytes" -}}
+{{- mulf (include "kv-tiered-inference.l1SizeGiB" . | float64) 1073741824.0 | floor | int64 -}}
+{{- end -}}
+
+{{/*
+Size of one model's memory-backed /dev/shm: engine.shmSize, plus L1 with the native backend, whose CPU tier is a
+region in /dev/shm (both count against the memory limit either way, so L1 `auto` is the same formula).
+Input: dict "root" $ "model" <models[] entry>.
+*/}}
+{{- define "kv-tiered-inference.shmSizeLimit" -}}
+{{- $v := .root.Values -}}
+{{- if and (include "kv-tiered-inference.nativeEnabled" .root) $v.cache.l1.enabled -}}
+{{- $bytes := addf (include "kv-tiered-inference.bytes" $v.engine.shmSize | float64) (include "kv-tiered-inference.l1Bytes" . | float64) -}}
+{{- printf "%dMi" (divf $bytes 1048576.0 | ceil | int64) -}}
+{{- else -}}
+{{- $v.engine.shmSize -}}
+{{- end -}}
 {{- end -}}
 
 {{/*
@@ -172,11 +258,11 @@ remote_serde: naive
 {{- end -}}
 
 {{/*
-"true" when the engines record L2 hits (cache.l2.eviction.recordHits, standalone target, L2 on).
+"true" when the engines record L2 hits (cache.l2.eviction.recordHits, standalone target, LMCache, L2 on).
 */}}
 {{- define "kv-tiered-inference.recordHits" -}}
 {{- $l2 := .Values.cache.l2 -}}
-{{- if and (eq .Values.target "standalone") $l2.enabled $l2.eviction.recordHits -}}true{{- end -}}
+{{- if and (eq .Values.target "standalone") $l2.enabled $l2.eviction.recordHits (include "kv-tiered-inference.lmcacheEnabled" .) -}}true{{- end -}}
 {{- end -}}
 
 {{/*

@@ -25,9 +25,13 @@ include it). Input: the models[] entry.
 {{- .gpusPerReplica | default 1 | int -}}
 {{- end -}}
 
-{{/* Flags the chart sets on vllm serve itself: extraArgs may not repeat them (they carry invariants). */}}
+{{/*
+Flags the chart sets on vllm serve itself: extraArgs may not repeat them (they carry invariants). With the native
+backend the prefix hash is one too: it names the fs tier's files. Input: dict "root" $ "model" <models[] entry>.
+*/}}
 {{- define "kv-tiered-inference.reservedEngineFlags" -}}
 --served-model-name --tensor-parallel-size -tp --dtype --max-model-len --gpu-memory-utilization --kv-transfer-config --enable-prefix-caching --no-enable-prefix-caching --kv-events-config --port --host --model --revision
+{{- if include "kv-tiered-inference.nativeEnabled" .root }} --prefix-caching-hash-algo{{ end -}}
 {{- end -}}
 
 {{/*
@@ -64,6 +68,8 @@ The full `vllm serve` argument list of one model, as JSON. Input: dict "root" $ 
 {{- if include "kv-tiered-inference.lmcacheEnabled" .root -}}
 {{- $transfer := dict "kv_connector" "LMCacheConnectorV1" "kv_role" "kv_both" "kv_load_failure_policy" ($v.cache.kvLoadFailurePolicy | default "recompute") -}}
 {{- $args = concat $args (list "--kv-transfer-config" (toJson $transfer)) -}}
+{{- else if include "kv-tiered-inference.nativeEnabled" .root -}}
+{{- $args = concat $args (list "--kv-transfer-config" (include "kv-tiered-inference.nativeTransferConfig" .) "--prefix-caching-hash-algo" $v.cache.hashAlgorithm) -}}
 {{- end -}}
 {{- if eq $v.routing.strategy "kvaware" -}}
 {{- $events := dict "enable_kv_cache_events" true "publisher" "zmq" "endpoint" (printf "tcp://*:%d" (int $v.engine.kvEventsPort)) -}}
