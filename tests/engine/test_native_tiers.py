@@ -19,7 +19,6 @@ from kvtier.engine_rig import rig as engine_rig
 from kvtier.engine_rig.errors import RigError
 from kvtier.plan import capacity
 from kvtier.podscripts import kvcheck
-from kvtier.upstream import vllm_offload
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +43,14 @@ def crossed(native: tiers.TieredRig) -> dict[str, Any]:
     print(
         f"native backend: {tokens} tokens, TTFT cold {cold.ttft_ms:.0f} ms, fs-tier hit {l2.ttft_ms:.0f} ms"
     )
-    return {"tokens": tokens, "token_ids": token_ids, "cold": cold, "l2": l2, "files": files}
+    return {
+        "prompt": prompt,
+        "tokens": tokens,
+        "token_ids": token_ids,
+        "cold": cold,
+        "l2": l2,
+        "files": files,
+    }
 
 
 def test_the_rig_runs_the_chart_rendered_offloading_connector(native: tiers.TieredRig) -> None:
@@ -83,7 +89,10 @@ def test_fs_tier_files_are_where_eviction_looks_and_the_planners_size(
     assert native.l2_dir is not None and len(files) == crossed["tokens"] // 256
     assert list(native.l2_dir.glob("*/config.json")), "vLLM describes its layout beside the files"
     spec = capacity.load_model_config(native.work_dir / "models" / engine_rig.MODEL_NAME / "config.json")
-    expected = vllm_offload.chunk_file_bytes(256, spec.kv_bytes_per_token(4))  # float32 KV
+    planned = capacity.Deployment(
+        model=spec, dtype_bytes=4, kv_dtype_bytes=4, chunk=256, backend=tiers.NATIVE
+    )
+    expected = capacity.chunk_file_bytes(planned)  # float32 KV, what `kvtier plan` says
     assert {f.stat().st_size for f in files} == {expected}
     outcome = kvcheck.check_l2_files(str(native.work_dir / "l2"), minimum=len(files))
     assert outcome["ok"] and outcome["chunks"] == len(files), outcome  # helm test's l2-files
@@ -129,3 +138,20 @@ def test_helm_tests_crosspod_check_passes_on_the_rendered_engines(
     outcome = kvcheck.check_crosspod(a, b, engine_rig.MODEL_NAME, words=1200, settle_s=2)
     assert outcome["ok"] is True, outcome["summary"]
     assert outcome["b"]["external_hit_tokens"] >= 1024
+
+
+def test_a_crashed_replica_takes_its_cpu_tier_region_over(
+    crossed: dict[str, Any], native: tiers.TieredRig
+) -> None:
+    """The chart's engine_id is the pod name: a container killed without cleaning up (OOM, SIGKILL) and
+    restarted in the same pod reopens the CPU tier's region in /dev/shm instead of adding another (with
+    vLLM's random default, each restart leaks one: vLLM issues #51579, #54002). Runs last: it restarts
+    replica 1."""
+    region = native.shm_region(1)
+    assert region.exists(), f"no CPU-tier region at {region}"
+    inode, regions = region.stat().st_ino, sorted(tiers.SHM.glob("vllm_offload_*.mmap"))
+    native.kill_and_restart(1)
+    assert region.stat().st_ino == inode, "the restarted engine made a new region instead of reopening it"
+    assert sorted(tiers.SHM.glob("vllm_offload_*.mmap")) == regions, "a region was added or lost"
+    again = tiers.ask(native, 1, crossed["prompt"], "after the restart (replica 1)")
+    assert again.hit_tokens == crossed["tokens"] // 256 * 256 and again.text == crossed["cold"].text

@@ -82,7 +82,10 @@ def wait_ready(process: Process, path: str = "/health", timeout_s: float = 600.0
 
 
 def stop(process: Process, grace_s: float = 20.0) -> None:
-    """SIGTERM the process group, SIGKILL after grace_s; always reaps."""
+    """SIGTERM the process group, SIGKILL after grace_s; always reaps. Then removes the shared-memory
+    segments the group had mapped and left behind: vLLM's `psm_*` message queues (and a native CPU tier's
+    region) outlive a killed engine core, hundreds of MB of /dev/shm per replica."""
+    segments = shm_segments(process.popen.pid)
     if process.popen.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.popen.pid, signal.SIGTERM)
@@ -95,3 +98,25 @@ def stop(process: Process, grace_s: float = 20.0) -> None:
     # Children that outlived their parent (vLLM's engine core) still carry the group id.
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.popen.pid, signal.SIGKILL)
+    for segment in segments:
+        with contextlib.suppress(FileNotFoundError):
+            segment.unlink()
+
+
+def shm_segments(group: int) -> set[Path]:
+    """Files under /dev/shm mapped by any live process of the process group `group` (from /proc)."""
+    found: set[Path] = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.getpgid(int(entry.name)) != group:
+                continue
+            maps = (entry / "maps").read_text()
+        except (OSError, ProcessLookupError):
+            continue  # gone, or not ours to read
+        for line in maps.splitlines():
+            path = line.split(maxsplit=5)[-1] if line.count(" ") >= 5 else ""
+            if path.startswith("/dev/shm/"):
+                found.add(Path(path.removesuffix(" (deleted)")))
+    return found

@@ -12,8 +12,12 @@ Prometheus counter (`vllm:external_prefix_cache_hits`: tokens the KV connector s
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
+import os
 import re
+import signal
 import statistics
 import sys
 import time
@@ -104,7 +108,25 @@ class TieredRig:
         self.log(f"{process.name} (added) ready at {process.url} ({took:.0f} s)")
         return process
 
-    def _launch(self, index: int) -> processes.Process:
+    def kill_and_restart(self, index: int) -> processes.Process:
+        """SIGKILL replica `index` (a crash: nothing of it cleans up) and start it again as the kubelet
+        restarts a container: same pod, so same pod name and volumes; returned once ready."""
+        old = self.started[index]
+        # vLLM's message queues of the killed process stay in /dev/shm as they would in the pod; the rig
+        # removes them (a restart never reopens them), leaving the CPU tier's region to the new process.
+        leftovers = processes.shm_segments(old.popen.pid) - {self.shm_region(index)}
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(old.popen.pid, signal.SIGKILL)
+        old.popen.wait(30)
+        for segment in leftovers:
+            segment.unlink(missing_ok=True)
+        process = self._launch(index, log_name=f"tiered-{index}-restarted")
+        self.started[index] = self.started.pop()
+        took = processes.wait_ready(process)
+        self.log(f"{process.name} restarted at {process.url} ({took:.0f} s)")
+        return process
+
+    def _launch(self, index: int, log_name: str = "") -> processes.Process:
         assert self.engine is not None, "start() renders the engine first"
         models, pod = self.work_dir / "models", self.work_dir / f"pod-{index}"
         shared_l2 = self.work_dir / "l2"  # the one RWX volume every replica mounts
@@ -112,26 +134,32 @@ class TieredRig:
         for directory in volumes.values():
             directory.mkdir(parents=True, exist_ok=True)
         port = processes.free_port()
-        # A pod name of its own per run: the native CPU tier's /dev/shm region is named after it.
-        pod_name = f"{MODEL_NAME}-{index}-{self.work_dir.name}-{port}"
-        self.pod_names.append(pod_name)
+        # One pod name per replica and run: the native CPU tier's /dev/shm region is named after it.
+        run = hashlib.sha256(str(self.work_dir).encode()).hexdigest()[:8]
+        pod_name = f"{MODEL_NAME}-{index}-{run}"
+        if pod_name not in self.pod_names:
+            self.pod_names.append(pod_name)
         local = rendered.local_process(
             self.engine, engine_python(), volumes, pod / "etc-lmcache", port, pod_name
         )
         self.l2_dir = local.l2_dir
         env = {**ENGINE_ENV, **local.env, "VLLM_RPC_BASE_PATH": str(pod / "tmp"), "LMCACHE_LOG_LEVEL": "INFO"}
         process = processes.start(
-            f"tiered-{index}", local.argv, env, self.work_dir / "logs", f"http://127.0.0.1:{port}"
+            log_name or f"tiered-{index}", local.argv, env, self.work_dir / "logs", f"http://127.0.0.1:{port}"
         )
         self.started.append(process)
         return process
+
+    def shm_region(self, index: int) -> Path:
+        """Where vLLM keeps replica `index`'s native CPU tier (named after its engine_id, the pod name)."""
+        return SHM / f"vllm_offload_{self.pod_names[index]}.mmap"
 
     def stop(self) -> None:
         for process in self.started:
             processes.stop(process)
         self.started.clear()
-        for name in self.pod_names:  # vLLM names the native CPU tier's region after its engine_id
-            region = SHM / f"vllm_offload_{name}.mmap"
+        for index in range(len(self.pod_names)):
+            region = self.shm_region(index)
             if region.exists():
                 self.leftover_shm.append(region)
                 region.unlink()
