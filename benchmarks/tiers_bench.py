@@ -2,10 +2,11 @@
 """L1/L2 benchmark on the tiered rig: TTFT of cold, L0, cross-replica L2 and recompute, side by side, one run.
 
 Two vLLM CPU replicas started from values/cpu.yaml's rendered container (kvtier.engine_rig.tiers) share
-one L2 directory through LMCache; each round sends fresh prompts and the table reports medians over the
-rounds, with hit tokens from vLLM's own connector counter.
+one L2 directory through LMCache (or, with --backend vllm-native, vLLM's own offloading); each round sends
+fresh prompts and the table reports medians over the rounds, with hit tokens from vLLM's own connector
+counter.
 
-    .venv/bin/python benchmarks/tiers_bench.py [--rounds 5] [--words 2000] [--out DIR]
+    .venv/bin/python benchmarks/tiers_bench.py [--rounds 5] [--words 2000] [--backend B] [--out DIR]
 
 Needs the engine venv (toolchain/engine.sh). Target (issue 16): L2-hit TTFT <= 0.25x cold TTFT at ~2,000
 tokens, whole chunks hit, identical greedy outputs. Exit 0 when met, 1 when not, 2 when the rig cannot start.
@@ -35,9 +36,15 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5, help="fresh prompts per step (medians reported)")
     parser.add_argument("--words", type=int, default=2000, help="words per prompt (about one token each)")
     parser.add_argument("--out", type=Path, help="write the full result as JSON here")
+    parser.add_argument(
+        "--backend", choices=("lmcache", tiers.NATIVE), default="lmcache", help="cache.backend"
+    )
     options = parser.parse_args()
     try:
-        with tempfile.TemporaryDirectory(prefix="kvtier-tiers-") as work, tiers.TieredRig(Path(work)) as rig:
+        with (
+            tempfile.TemporaryDirectory(prefix="kvtier-tiers-") as work,
+            tiers.TieredRig(Path(work), backend=options.backend) as rig,
+        ):
             result = tiers.measure_tiers(rig, words=options.words, repeats=options.rounds)
     except RigError as error:
         print(f"tiers_bench: the rig could not run: {error}", file=sys.stderr)

@@ -19,6 +19,8 @@ STANDALONE = [
     f
     for f in [*sorted(paths.VALUES.glob("*.yaml")), *sorted((CHART / "ci").glob("*-values.yaml"))]
     if (yaml.safe_load(f.read_text()) or {}).get("target", "standalone") == "standalone"
+    # vLLM's native backend renders no LMCache file (test_the_native_backend_renders_no_lmcache_file)
+    and ((yaml.safe_load(f.read_text()) or {}).get("cache") or {}).get("backend", "lmcache") == "lmcache"
 ]
 
 
@@ -159,3 +161,16 @@ def test_l0_off_disables_prefix_caching() -> None:
     )
     args = engine["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--no-enable-prefix-caching" in args and "--enable-prefix-caching" not in args
+
+
+def test_the_native_backend_renders_no_lmcache_file() -> None:
+    docs = render_docs(CHART, values=[paths.VALUES / "prod-native-g6e-4xlarge.yaml"])
+    assert lmcache_maps(docs) == []
+    [engine] = [
+        d
+        for d in find(docs, "Deployment")
+        if d["metadata"]["labels"]["app.kubernetes.io/component"] == "engine"
+    ]
+    container = engine["spec"]["template"]["spec"]["containers"][0]
+    assert not any(e["name"].startswith("LMCACHE_") for e in container["env"])
+    assert not any(v["name"] == "lmcache-config" for v in engine["spec"]["template"]["spec"]["volumes"])

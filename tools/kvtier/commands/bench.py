@@ -49,6 +49,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "make engine) and measure cold, L0, cross-replica L2 and recompute side by side",
     )
     rig.add_argument("--words", type=int, default=2000, help="--rig: words per prompt (about one token each)")
+    rig.add_argument(
+        "--backend",
+        choices=("lmcache", tiers.NATIVE),
+        default="lmcache",
+        help="--rig: the cache backend the replicas render (cache.backend; docs/backends.md)",
+    )
     parser.add_argument("--model", help="model name (default: the first one served)")
     parser.add_argument(
         "--lengths",
@@ -122,7 +128,7 @@ def _run_rig(args: argparse.Namespace, console: Console) -> int:
     try:
         with (
             tempfile.TemporaryDirectory(prefix="kvtier-tiers-") as work,
-            tiers.TieredRig(Path(work), log=log) as rig,
+            tiers.TieredRig(Path(work), backend=args.backend, log=log) as rig,
         ):
             result = tiers.measure_tiers(rig, words=args.words, repeats=args.repeats)
     except (RigError, kvcheck.CheckError) as error:
