@@ -20,17 +20,32 @@ def _variant(work: Path, name: str, **model: object) -> Path:
     return path
 
 
+def _native_variant(work: Path, name: str, **cache: object) -> Path:
+    values = yaml.safe_load((paths.VALUES / "prod-native-g6e-4xlarge.yaml").read_text())
+    values["cache"].update(cache)
+    path = work / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(values, sort_keys=False))
+    return path
+
+
 def test_vllm_judges_the_engine_args_of_every_file(work: Path) -> None:
     files = [
         paths.VALUES / "cpu.yaml",
         _variant(work, "zero-seqs", extraArgs=["--max-num-seqs", "0"]),
         _variant(work, "bad-choice", extraArgs=["--kv-cache-dtype", "bogus"]),
+        paths.VALUES / "prod-native-g6e-4xlarge.yaml",
+        _native_variant(work, "native-chunk", chunkSize=200),
     ]
     options = pipeline.Options(helm_majors=(3,), minors=("1.35",), vllm=True)
-    good, zero, choice = pipeline.validate(files, options)
+    good, zero, choice, native, uneven = pipeline.validate(files, options)
 
     assert good.checks[VLLM].status == OK, good.checks[VLLM]
     assert "1 engine(s)" in good.checks[VLLM].detail
+    assert native.checks[VLLM].status == OK, native.checks[VLLM]  # the offloading config down to its tiers
+    # vLLM's offloading config builder refuses a chunk its KV block size does not divide: named at the key.
+    [refusal] = [f for f in uneven.findings if f.check == VLLM]
+    assert refusal.rule == "vllm.kv-offloading" and refusal.path == "cache.chunkSize", refusal
+    assert "must be a multiple of the GPU KV cache block size" in refusal.message and refusal.line is not None
     for report, flag in ((zero, "--max-num-seqs"), (choice, "--kv-cache-dtype")):
         [finding] = [f for f in report.findings if f.check == VLLM]
         assert finding.message.startswith(flag), finding
