@@ -2,7 +2,8 @@
 
 Values files are generated from the environments in values/ (seeded random mutations of the keys that
 real deployments get wrong: resources and quantities, shutdown timing, cron schedules, watermarks, ports,
-replicas and HPA bounds, names, labels and annotations, node selectors and tolerations, engine flags),
+replicas and HPA bounds, names, labels and annotations, node selectors and tolerations, engine flags, the
+cache backend with its chunk size and hash),
 kept when they pass the schema, rendered, and judged by the real API server (server-side dry run on the
 test cluster) and, where the engine venv exists, by the pinned vLLM's own argument checks. Property: a file
 a real judge refuses is refused by `kvtier validate` with every layer (misses must be 0), and the offline
@@ -195,6 +196,16 @@ def _scheduling(rng: random.Random, values: dict[str, Any]) -> None:
         model["tolerations"] = [toleration]
 
 
+def _cache(rng: random.Random, values: dict[str, Any]) -> None:
+    """The backend, its chunk and its hash: vLLM's native offloading refuses a chunk its KV block size does
+    not divide (the probe's kv-offloading stage), and each backend has its own hash names."""
+    cache = values.setdefault("cache", {})
+    cache["backend"] = rng.choice(["lmcache", "vllm-native"])
+    cache["chunkSize"] = rng.choice([128, 200, 256, 512])
+    cache["hashAlgorithm"] = rng.choice(["builtin", "sha256", "sha256_cbor", "xxhash"])
+    cache.setdefault("l2", {}).setdefault("eviction", {})["recordHits"] = False
+
+
 def _engine_args(rng: random.Random, values: dict[str, Any]) -> None:
     for model in values.get("models") or []:
         model["extraArgs"] = list(rng.choice(EXTRA_ARGS))
@@ -212,6 +223,7 @@ MUTATIONS = (
     _labels,
     _scheduling,
     _engine_args,
+    _cache,
 )
 
 

@@ -32,7 +32,8 @@ def test_adapter_matches_vllms_cpu_kv_layout(dtype: str, need) -> None:
     assert proc.returncode == 0
 
 
-def test_plugin_is_registered_for_vllm(need) -> None:
+def test_both_stand_ins_are_registered_for_vllm(need) -> None:
+    """lmcache-cpu-copy and offload-cpu-copy (test_offload_cpu_copy.py) load as vLLM general plugins."""
     try:
         python = engine_rig.engine_python()
     except RigError as error:
@@ -42,4 +43,4 @@ def test_plugin_is_registered_for_vllm(need) -> None:
         "print([e.value for e in entry_points(group='vllm.general_plugins')])"
     )
     proc = subprocess.run([str(python), "-c", script], capture_output=True, text=True, timeout=60)
-    assert "lmcache_cpu_copy:register" in proc.stdout
+    assert "lmcache_cpu_copy:register" in proc.stdout and "offload_cpu_copy:register" in proc.stdout

@@ -289,19 +289,10 @@ def test_vllm_accepts_the_rendered_args(verdicts: dict[str, list[dict[str, Any]]
         assert tier["type"] == "fs" and tier["root_dir"].startswith("/mnt/curvine/l2cache/qwen2-7b."), tier
 
 
-@pytest.mark.parametrize("name", sorted(REFUSED))
+@pytest.mark.parametrize("name", sorted({**REFUSED, **NATIVE_REFUSED}))
 def test_vllm_refuses_a_broken_variant(verdicts: dict[str, list[dict[str, Any]]], name: str) -> None:
     (verdict,) = verdicts[name]
-    _, flag, stage = REFUSED[name]
-    assert not verdict["ok"], verdict
-    assert (verdict["flag"], verdict["stage"]) == (flag, stage), verdict
-    assert verdict["error"]
-
-
-@pytest.mark.parametrize("name", sorted(NATIVE_REFUSED))
-def test_vllm_refuses_a_broken_native_variant(verdicts: dict[str, list[dict[str, Any]]], name: str) -> None:
-    (verdict,) = verdicts[name]
-    _, flag, stage = NATIVE_REFUSED[name]
+    _, flag, stage = {**REFUSED, **NATIVE_REFUSED}[name]
     assert not verdict["ok"], verdict
     assert (verdict["flag"], verdict["stage"]) == (flag, stage), verdict
     assert verdict["error"]
