@@ -264,6 +264,11 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
         _set("cache", "hashAlgorithm", value="xxhash"),  # vLLM's name, not LMCache's
         "cache.hashAlgorithm xxhash is not one of lmcache's",
     ),
+    "backend-accelerator": (
+        _both(NATIVE, _set("engine", "accelerator", value="nvidia")),
+        _both(NATIVE, _set("engine", "accelerator", value="cpu")),
+        "stock vLLM refuses to offload from CPU",
+    ),
     "backend-vllm-version": (
         _both(NATIVE, _set("cache", "vllmVersion", value="0.23.0")),
         _both(NATIVE, _set("cache", "vllmVersion", value="0.22.1")),

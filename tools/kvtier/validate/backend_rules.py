@@ -111,3 +111,19 @@ def vllm_version(ctx: ValuesContext) -> Iterator[Hit]:
             ("cache", "vllmVersion"),
             severity="warning",
         )
+
+
+@rule(
+    "backend-accelerator",
+    reason="vLLM's offloading worker copies KV with CUDA or XPU only: on vLLM's CPU build it refuses to "
+    'start ("CPU Offloading is currently only supported on CUDA-alike and XPU GPUs", vLLM 0.32)',
+    remedy="on engine.accelerator cpu use cache.backend lmcache, or an engine image that carries a CPU copy "
+    "for vLLM's offloading (this project's offload-cpu-copy stand-in, for test rigs)",
+)
+def backend_accelerator(ctx: ValuesContext) -> Iterator[Hit]:
+    if _native(ctx) and lookup(ctx.values, "engine", "accelerator") == "cpu":
+        yield Hit(
+            "cache.backend vllm-native with engine.accelerator cpu: stock vLLM refuses to offload from CPU",
+            ("cache", "backend"),
+            severity="warning",
+        )
