@@ -3,9 +3,10 @@
 tier (vllm/v1/kv_offload/tiering/, vllm/v1/kv_offload/file_mapper.py).
 
 A chunk's file is `<root_dir>/<model argument, '/' -> '_'>_<12 hex>_r<rank>/<hash[:3]>/<hash[3:5]>_g<group>/
-<hash>.bin`. The 12 hex digits are a SHA-256 over a JSON of the model argument, tokens per chunk, the KV cache
-dtype and each KV cache group's layer names and block size (plus TP/PP ranks unless vLLM calls the layout
-parallelism-agnostic, a single full-attention group); `<hash>` is the prefix-cache hash of the chunk's last
+<hash>.bin`. The 12 hex digits are a SHA-256 over a JSON of the model argument, tokens per hash block, blocks
+per file, the KV cache dtype, each KV cache group's layer names and block size, and the TP/PP/PCP/DCP sizes
+(forced to 1, and the rank to 0, when vLLM calls the layout parallelism-agnostic: a single full-attention
+group whose KV heads split evenly over the ranks); `<hash>` is the prefix-cache hash of the chunk's last
 block: `--prefix-caching-hash-algo` over (parent hash, tokens, extra keys), its chain seeded by NONE_HASH,
 which PYTHONHASHSEED sets when set (and a fixed string otherwise, for the sha256 algorithms).
 
