@@ -77,7 +77,6 @@ class TieredRig:
     l2_dir: Path | None = None
     engine: rendered.RenderedEngine | None = None
     pod_names: list[str] = field(default_factory=list)
-    leftover_shm: list[Path] = field(default_factory=list)  # CPU-tier regions left behind, removed on stop
 
     def __enter__(self) -> TieredRig:
         try:
@@ -158,11 +157,8 @@ class TieredRig:
         for process in self.started:
             processes.stop(process)
         self.started.clear()
-        for index in range(len(self.pod_names)):
-            region = self.shm_region(index)
-            if region.exists():
-                self.leftover_shm.append(region)
-                region.unlink()
+        for index in range(len(self.pod_names)):  # a region no stopped process still mapped
+            self.shm_region(index).unlink(missing_ok=True)
 
     def chunk_files(self) -> list[Path]:
         """Final chunk files in this model's L2 namespace (LMCache's flat `*.data`, vLLM's nested `*.bin`)."""
