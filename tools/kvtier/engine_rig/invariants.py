@@ -40,7 +40,8 @@ class Pod:
     l2_dir: Path
 
 
-def _flag(args: list[str], name: str, default: str) -> str:
+def flag_value(args: list[str], name: str, default: str) -> str:
+    """The value after `name` in rendered `vllm serve` args, or `default` when the flag is absent."""
     return args[args.index(name) + 1] if name in args else default
 
 
@@ -57,10 +58,10 @@ def pod_case(engine: rendered.RenderedEngine, l2_volume: Path, work_dir: Path, s
     case = {
         "config": str(config_dir / "lmcache.yaml"),
         "model_arg": args[1],  # `serve <model argument>`: what vLLM gives LMCache as the model name
-        "served_model_name": _flag(args, "--served-model-name", args[1]),
-        "world_size": int(_flag(args, "--tensor-parallel-size", "1")),
+        "served_model_name": flag_value(args, "--served-model-name", args[1]),
+        "world_size": int(flag_value(args, "--tensor-parallel-size", "1")),
         "worker_id": 0,
-        "dtype": DTYPES[_flag(args, "--dtype", "bfloat16")],
+        "dtype": DTYPES[flag_value(args, "--dtype", "bfloat16")],
         # The pod's PYTHONPATH (the podscripts ConfigMap when it records hits), for LMCache's plugin loader.
         "pythonpath": [p for p in local.env.get("PYTHONPATH", "").split(":") if p],
         **shape,

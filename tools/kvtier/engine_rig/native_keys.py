@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from kvtier.engine_rig import invariants, rendered
+from kvtier.engine_rig.invariants import flag_value
+from kvtier.validate.engine_rules import GPU_DEFAULT_BLOCK_SIZE
 
 PROBE = Path(__file__).with_name("offload_key_probe.py")
-GPU_DEFAULT_BLOCK_SIZE = 16  # vLLM's KV block size without --block-size on a GPU
 
 
 @dataclass(frozen=True)
@@ -25,10 +26,6 @@ class NativePod:
     case: dict[str, Any]  # the probe case, without tokens
     seed: str  # PYTHONHASHSEED of the pod
     l2_dir: Path  # the fs tier's root_dir, mapped to this machine
-
-
-def _flag(args: list[str], name: str, default: str) -> str:
-    return args[args.index(name) + 1] if name in args else default
 
 
 def pod_case(
@@ -39,14 +36,14 @@ def pod_case(
     local = rendered.local_process(engine, Path("python"), volumes, work_dir / "etc-lmcache", port=0)
     args = local.argv[2:]  # after the python and the vllm launcher
     case = {
-        "transfer": _flag(args, "--kv-transfer-config", ""),
+        "transfer": flag_value(args, "--kv-transfer-config", ""),
         "model_arg": args[1],
-        "served_model_name": _flag(args, "--served-model-name", args[1]),
-        "revision": _flag(args, "--revision", "main"),
-        "dtype": invariants.DTYPES[_flag(args, "--dtype", "bfloat16")],
-        "block_size": int(_flag(args, "--block-size", str(GPU_DEFAULT_BLOCK_SIZE))),
-        "tensor_parallel": int(_flag(args, "--tensor-parallel-size", "1")),
-        "hash_algorithm": _flag(args, "--prefix-caching-hash-algo", "sha256"),
+        "served_model_name": flag_value(args, "--served-model-name", args[1]),
+        "revision": flag_value(args, "--revision", "main"),
+        "dtype": invariants.DTYPES[flag_value(args, "--dtype", "bfloat16")],
+        "block_size": int(flag_value(args, "--block-size", str(GPU_DEFAULT_BLOCK_SIZE))),
+        "tensor_parallel": int(flag_value(args, "--tensor-parallel-size", "1")),
+        "hash_algorithm": flag_value(args, "--prefix-caching-hash-algo", "sha256"),
         **shape,
     }
     return NativePod(case, local.env["PYTHONHASHSEED"], local.l2_dir)

@@ -7,7 +7,6 @@ kvtier.upstream.vllm_offload (docs/backends.md).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
 from kvtier.upstream import vllm_offload
@@ -16,8 +15,6 @@ from kvtier.validate.values_rules import lookup
 
 NATIVE = "vllm-native"
 LMCACHE_HASHES = ("builtin", "sha256", "sha256_cbor", "sha256_cbor_64bit")
-# The engine image tag as a release (v0.32.0, 0.32.0-cu128, ...).
-IMAGE_RELEASE = re.compile(r"^v?(\d+\.\d+\.\d+)")
 
 
 def backend(ctx: ValuesContext) -> str:
@@ -102,12 +99,13 @@ def vllm_version(ctx: ValuesContext) -> Iterator[Hit]:
         least = ".".join(map(str, vllm_offload.FS_TIER_SINCE))
         yield Hit(f"cache.vllmVersion {declared} has no fs tier (vLLM >= {least})", ("cache", "vllmVersion"))
     tag = str(lookup(ctx.values, "engine", "image", "tag", default=""))
-    in_tag = IMAGE_RELEASE.match(tag)
+    in_tag = vllm_offload.version_key(tag)  # v0.32.0, 0.32.0-cu128, ...
     repository = str(lookup(ctx.values, "engine", "image", "repository", default=""))
     # Only the vLLM project's own images carry vLLM's release in their tag (LMCache's carry LMCache's).
-    if in_tag and repository.startswith("vllm/") and in_tag[1] != declared:
+    tagged = ".".join(map(str, in_tag)) if in_tag else ""
+    if tagged and repository.startswith("vllm/") and tagged != declared:
         yield Hit(
-            f"engine.image.tag {tag} runs vLLM {in_tag[1]} while cache.vllmVersion is {declared}",
+            f"engine.image.tag {tag} runs vLLM {tagged} while cache.vllmVersion is {declared}",
             ("cache", "vllmVersion"),
             severity="warning",
         )
