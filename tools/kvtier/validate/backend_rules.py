@@ -99,7 +99,7 @@ def vllm_version(ctx: ValuesContext) -> Iterator[Hit]:
         least = ".".join(map(str, vllm_offload.FS_TIER_SINCE))
         yield Hit(f"cache.vllmVersion {declared} has no fs tier (vLLM >= {least})", ("cache", "vllmVersion"))
     tag = str(lookup(ctx.values, "engine", "image", "tag", default=""))
-    in_tag = vllm_offload.version_key(tag)  # v0.32.0, 0.32.0-cu128, ...
+    in_tag = vllm_offload.version_key(tag)  # "v1.2.3", "1.2.3-cu128", ...
     repository = str(lookup(ctx.values, "engine", "image", "repository", default=""))
     # Only the vLLM project's own images carry vLLM's release in their tag (LMCache's carry LMCache's).
     tagged = ".".join(map(str, in_tag)) if in_tag else ""
