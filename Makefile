@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/.tools/bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: venv tools cluster-tools node-tools engine hyperpod-sdk check test lint generate publish clean
+.PHONY: venv validate-tools tools cluster-tools node-tools engine hyperpod-sdk check test lint generate publish clean
 
 $(VENV)/.installed: pyproject.toml tools/pytest-helm-unittest/pyproject.toml
 	python3 -m venv $(VENV)
@@ -14,6 +14,10 @@ $(VENV)/.installed: pyproject.toml tools/pytest-helm-unittest/pyproject.toml
 	touch $@
 
 venv: $(VENV)/.installed
+
+## what `kvtier validate` runs: Helm 3 and 4, LMCache's config loader, vllm-router, yamllint
+validate-tools: venv
+	PYTHON=$(PY) bash toolchain/install.sh validate
 
 tools: venv
 	PYTHON=$(PY) bash toolchain/install.sh
@@ -36,7 +40,7 @@ hyperpod-sdk:
 	bash toolchain/hyperpod-sdk.sh
 
 ## main job: validate and render every environment in values/ offline, print a summary table
-check: tools hyperpod-sdk
+check: validate-tools hyperpod-sdk
 	$(VENV)/bin/kvtier validate values/
 
 ## regenerate the charts' values.schema.json, pod script copies and README tables (helm-docs)
@@ -54,9 +58,13 @@ lint: tools
 	$(VENV)/bin/mypy
 	$(VENV)/bin/kvtier lint --ct
 
-## every test kind: unit, charts, cluster, engine
-test: node-tools engine hyperpod-sdk lint
-	$(VENV)/bin/pytest tests
+## every test kind: unit, charts, cluster, node, engine. The three set-ups run side by side (the Go builds
+## keep the cores busy while pip downloads); each phase logs its time (toolchain/phase.sh).
+test:
+	@bash toolchain/phase.sh venv $(MAKE) --no-print-directory venv
+	@bash toolchain/phase.sh set-up $(MAKE) --no-print-directory -j3 node-tools engine hyperpod-sdk
+	@bash toolchain/phase.sh lint $(MAKE) --no-print-directory lint
+	@bash toolchain/phase.sh tests $(VENV)/bin/pytest tests --durations=30
 
 clean:
 	rm -rf $(VENV) .venv-engine .venv-hyperpod .tools

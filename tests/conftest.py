@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             continue
         if kind in KINDS:
             item.add_marker(getattr(pytest.mark, kind))
+
+
+_seconds_per_module: Counter[str] = Counter()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _seconds_per_module[report.nodeid.split("::")[0]] += report.duration
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    """With --durations, also each module's total (set-up, call and tear-down): what CI's budget is
+    spent on, fixtures that build images or start clusters included."""
+    if config.option.durations is None or not _seconds_per_module:
+        return
+    terminalreporter.write_sep("=", "seconds per test module")
+    for module, seconds in _seconds_per_module.most_common():
+        terminalreporter.write_line(f"{seconds:9.1f}  {module}")
 
 
 def _need(condition: bool, why: str) -> None:

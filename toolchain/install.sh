@@ -4,12 +4,17 @@
 # into a cache outside the repo ($KVTIER_CACHE, default ~/.cache/kvtier); .tools/bin links to them.
 # Idempotent: a tool already built at its pinned version is not rebuilt.
 #
-#   toolchain/install.sh            helm3 helm4 helm-unittest ct registry helm-docs promtool
-#                                   (+ yamllint, yamale)
+#   toolchain/install.sh validate   helm3 helm4 (+ yamllint, yamale, LMCache's config loader,
+#                                   vllm-router, Grafana's models): what `kvtier validate` runs
+#   toolchain/install.sh            also helm-unittest ct registry helm-docs promtool
 #   toolchain/install.sh cluster    also kube-apiserver, kube-controller-manager, kube-scheduler,
 #                                   kubectl, etcd, kwok, kwokctl
 #   toolchain/install.sh node       also the real node: kubelet, kube-proxy, coredns (Go module
 #                                   proxy) and containerd, runc, CNI plugins (Debian packages)
+#
+# Independent groups of tools build side by side (a Go build leaves a core idle while it downloads,
+# loads packages or links), and every build logs its own time, so a cold run shows where it goes.
+# KVTIER_TOOLCHAIN_SERIAL=1 builds one group after another.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -23,22 +28,33 @@ export CGO_ENABLED=0
 
 log() { printf '[toolchain] %s\n' "$*" >&2; }
 
-# build NAME VERSION MODULE@VERSION PACKAGE LDFLAGS [REPLACE ...]
-# Builds PACKAGE from a wrapper module requiring MODULE@VERSION; each REPLACE is "old=new@ver".
+# build "NAME ..." VERSION MODULE@VERSION "PACKAGE ..." LDFLAGS [REPLACE ...]
+# Builds each PACKAGE (the NAME at the same position) from one wrapper module requiring MODULE@VERSION,
+# in one `go build`: the packages they share are loaded and compiled once, and the links run side by
+# side. Each REPLACE is "old=new@ver".
 build() {
-  local name=$1 version=$2 require=$3 pkg=$4 ldflags=$5
+  local -a names pkgs
+  read -ra names <<<"$1"
+  read -ra pkgs <<<"$4"
+  local version=$2 require=$3 ldflags=$5
   shift 5
-  # The cache key holds the recipe too, so a changed flag or replace rebuilds (only the link step,
-  # thanks to Go's build cache).
-  local recipe
-  recipe=$(printf '%s\n' "$require" "$pkg" "$ldflags" "$@" | sha256sum | cut -c1-8)
-  local out="$cache/bin/$name-$version-$recipe"
-  if [[ ! -x $out ]]; then
-    local src="$cache/src/$name-$version"
-    log "building $name $version (first time only; cached in $cache)"
-    rm -rf "$src" && mkdir -p "$src"
+  local -a outs missing=()
+  local i recipe
+  for i in "${!names[@]}"; do
+    # The cache key holds the recipe too, so a changed flag or replace rebuilds (only the link step,
+    # thanks to Go's build cache).
+    recipe=$(printf '%s\n' "$require" "${pkgs[$i]}" "$ldflags" "$@" | sha256sum | cut -c1-8)
+    outs[i]="$cache/bin/${names[$i]}-$version-$recipe"
+    [[ -x ${outs[$i]} ]] || missing+=("$i")
+  done
+  if ((${#missing[@]})); then
+    local src="$cache/src/${names[0]}-$version" started=$SECONDS
+    local -a build_pkgs=()
+    for i in "${missing[@]}"; do build_pkgs+=("${pkgs[$i]}"); done
+    log "building ${names[*]} $version (first time only; cached in $cache)"
+    rm -rf "$src" && mkdir -p "$src/out"
     {
-      echo "module kvtier.local/build/$name"
+      echo "module kvtier.local/build/${names[0]}"
       echo "go 1.26"
       echo "require ${require%@*} ${require#*@}"
       for r in "$@"; do
@@ -46,18 +62,32 @@ build() {
         echo "replace $old => ${new%@*} ${new#*@}"
       done
     } >"$src/go.mod"
-    printf '//go:build tools\n\npackage tools\n\nimport _ "%s"\n' "$pkg" >"$src/tools.go"
-    if ! (cd "$src" && go build -trimpath -ldflags "-s -w $ldflags" -o "$out.tmp" "$pkg") \
+    {
+      printf '//go:build tools\n\npackage tools\n\n'
+      printf 'import _ "%s"\n' "${pkgs[@]}"
+    } >"$src/tools.go"
+    if ! (cd "$src" && go build -trimpath -ldflags "-s -w $ldflags" -o out/ "${build_pkgs[@]}") \
       >"$src/build.log" 2>&1; then
-      log "FAILED to build $name $version from $pkg; log: $src/build.log"
+      log "FAILED to build ${names[*]} $version; log: $src/build.log"
       tail -20 "$src/build.log" >&2
       return 1
     fi
-    mv "$out.tmp" "$out"
+    for i in "${missing[@]}"; do mv "$src/out/$(go_binary_name "${pkgs[$i]}")" "${outs[$i]}"; done
+    log "built ${names[*]} $version in $((SECONDS - started)) s"
   fi
-  # A stable per-version name in the cache (what the cluster tooling reads) and the .tools/bin link.
-  ln -sfn "$out" "$cache/bin/$name-$version"
-  ln -sf "$out" "$bin/$name"
+  for i in "${!names[@]}"; do
+    # A stable per-version name in the cache (what the cluster tooling reads) and the .tools/bin link.
+    ln -sfn "${outs[$i]}" "$cache/bin/${names[$i]}-$version"
+    ln -sf "${outs[$i]}" "$bin/${names[$i]}"
+  done
+}
+
+# go_binary_name PACKAGE: the file `go build -o DIR/` writes, the last path element unless that is a
+# major-version suffix (go.etcd.io/etcd/server/v3 -> server).
+go_binary_name() {
+  local base=${1##*/} rest=${1%/*}
+  if [[ $base =~ ^v[0-9]+$ ]]; then base=${rest##*/}; fi
+  printf '%s\n' "$base"
 }
 
 # module_dir MODULE@VERSION: where the Go module cache holds that module's source.
@@ -65,7 +95,7 @@ module_dir() {
   go mod download -json "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])'
 }
 
-install_helm_tools() {
+install_helm() {
   # Helm 3's own release build stamps the Kubernetes version its client-go belongs to; without it,
   # .Capabilities.KubeVersion (and `kubeVersion:` checks in charts) default to v1.20.
   local helm3_k8s_minor
@@ -78,6 +108,11 @@ install_helm_tools() {
   build helm3 "$HELM3_VERSION" "helm.sh/helm/v3@$HELM3_VERSION" helm.sh/helm/v3/cmd/helm "$helm3_stamp"
   build helm4 "$HELM4_VERSION" "helm.sh/helm/v4@$HELM4_VERSION" helm.sh/helm/v4/cmd/helm \
     "-X helm.sh/helm/v4/internal/version.version=$HELM4_VERSION"
+  # ct calls `helm`; the default helm for tools is Helm 3 (tests pick explicitly).
+  ln -sf "$bin/helm3" "$bin/helm"
+}
+
+install_chart_test_tools() {
   build helm-unittest "$HELM_UNITTEST_VERSION" \
     "github.com/helm-unittest/helm-unittest@$HELM_UNITTEST_VERSION" \
     github.com/helm-unittest/helm-unittest/cmd/helm-unittest \
@@ -90,8 +125,6 @@ install_helm_tools() {
   local ct_src
   ct_src=$(cd "$cache/src/ct-$CHART_TESTING_VERSION" && go list -m -f '{{.Dir}}' github.com/helm/chart-testing/v3)
   install -m 0644 "$ct_src/etc/chart_schema.yaml" "$ct_src/etc/lintconf.yaml" "$root/.tools/etc/"
-  # ct calls `helm`; the default helm for tools is Helm 3 (tests pick explicitly).
-  ln -sf "$bin/helm3" "$bin/helm"
 }
 
 install_python_tools() {
@@ -137,8 +170,8 @@ install_cluster_tools() {
   build etcd "$ETCD_VERSION" "go.etcd.io/etcd/server/v3@$ETCD_VERSION" go.etcd.io/etcd/server/v3 \
     "-X go.etcd.io/etcd/api/v3/version.Version=${ETCD_VERSION#v}"
   local kwok_stamp="-X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}"
-  build kwok "$KWOK_VERSION" "sigs.k8s.io/kwok@$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwok "$kwok_stamp"
-  build kwokctl "$KWOK_VERSION" "sigs.k8s.io/kwok@$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwokctl "$kwok_stamp"
+  build "kwok kwokctl" "$KWOK_VERSION" "sigs.k8s.io/kwok@$KWOK_VERSION" \
+    "sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/kwok/cmd/kwokctl" "$kwok_stamp"
   # k8s.io/kubernetes points its staging modules at ./staging (absent from the module zip); a dependent
   # module must map each one to its own release, v0.<minor>.<patch> for Kubernetes v1.<minor>.<patch>.
   local staging_version="v0.${KUBERNETES_VERSION#v1.}" minor mod_dir replaces=()
@@ -158,14 +191,12 @@ install_cluster_tools() {
   done
   local commands=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
   # The real node's kubelet and kube-proxy come from the same module with the same recipe.
-  if [[ ${1:-} == node ]]; then commands+=(kubelet kube-proxy); fi
-  for c in "${commands[@]}"; do
-    build "$c" "$KUBERNETES_VERSION" "k8s.io/kubernetes@$KUBERNETES_VERSION" "k8s.io/kubernetes/cmd/$c" \
-      "$stamp" "${replaces[@]}"
-  done
+  if [[ $mode == node ]]; then commands+=(kubelet kube-proxy); fi
+  build "${commands[*]}" "$KUBERNETES_VERSION" "k8s.io/kubernetes@$KUBERNETES_VERSION" \
+    "${commands[*]/#/k8s.io/kubernetes/cmd/}" "$stamp" "${replaces[@]}"
 }
 
-install_node_tools() {
+install_pause() {
   # The pods' sandbox program is this repository's own (toolchain/node/pause), cached by its source hash.
   local pause_dir="$root/toolchain/node/pause" pause_hash
   pause_hash=$(cat "$pause_dir/go.mod" "$pause_dir/main.go" | sha256sum | cut -c1-8)
@@ -174,20 +205,61 @@ install_node_tools() {
     (cd "$pause_dir" && go build -trimpath -ldflags "-s -w" -o "$cache/bin/pause-$pause_hash.tmp" .)
     mv "$cache/bin/pause-$pause_hash.tmp" "$cache/bin/pause-$pause_hash"
   fi
+}
+
+install_coredns() {
   build coredns "$COREDNS_VERSION" "github.com/coredns/coredns@$COREDNS_VERSION" github.com/coredns/coredns \
     "-X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION"
+}
+
+install_debs() {
   # containerd, runc, the CNI plugins and the image tools come as Debian packages: downloaded with apt
   # (no system install) and unpacked into the cache; toolchain/debs.sh knows the list.
   bash "$root/toolchain/debs.sh" "$cache"
 }
 
-command -v go >/dev/null || { log "Go is required (https://go.dev); none found on PATH"; exit 2; }
-install_python_tools
-install_helm_tools
-install_publish_tools
-install_monitoring_tools
-case ${1:-} in
-  cluster) install_cluster_tools ;;
-  node) install_cluster_tools node && install_node_tools ;;
+# group NAME FUNCTION ...: runs the functions one after another, in the background unless
+# KVTIER_TOOLCHAIN_SERIAL=1, and logs the group's time.
+pids=() groups=()
+run_group() {
+  local name=$1 started=$SECONDS f
+  shift
+  for f in "$@"; do "$f"; done
+  log "$name ready in $((SECONDS - started)) s"
+}
+group() {
+  if [[ ${KVTIER_TOOLCHAIN_SERIAL:-} == 1 ]]; then
+    run_group "$@"
+  else
+    run_group "$@" &
+    pids+=("$!") groups+=("$1")
+  fi
+}
+
+mode=${1:-tools}
+case $mode in
+  validate | tools | cluster | node) ;;
+  *) log "unknown set '$mode'; use one of: validate, tools, cluster, node"; exit 2 ;;
 esac
-log "ready: $(ls "$bin" | tr '\n' ' ')"
+command -v go >/dev/null || { log "Go is required (https://go.dev); none found on PATH"; exit 2; }
+started=$SECONDS
+# The largest build first: it is the critical path of a cold run.
+case $mode in
+  cluster) group "control plane" install_cluster_tools ;;
+  node) group "control plane and node" install_cluster_tools install_pause install_coredns ;;
+esac
+group "helm" install_helm
+group "python tools" install_python_tools
+if [[ $mode == node ]]; then group "node packages" install_debs; fi
+if [[ $mode != validate ]]; then
+  group "chart test tools" install_chart_test_tools
+  group "publish tools" install_publish_tools
+  group "promtool" install_monitoring_tools
+fi
+failed=()
+for i in "${!pids[@]}"; do wait "${pids[$i]}" || failed+=("${groups[$i]}"); done
+if ((${#failed[@]})); then
+  log "FAILED: ${failed[*]} (each failure is logged above)"
+  exit 1
+fi
+log "ready in $((SECONDS - started)) s: $(ls "$bin" | tr '\n' ' ')"
