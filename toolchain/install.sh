@@ -165,13 +165,15 @@ install_monitoring_tools() {
     github.com/prometheus/prometheus/cmd/promtool "-X github.com/prometheus/common/version.Version=$release"
 }
 
-install_cluster_tools() {
-  # Small ones first, so a failure in the large Kubernetes build still leaves etcd and kwok usable.
+install_etcd_kwok() {
   build etcd "$ETCD_VERSION" "go.etcd.io/etcd/server/v3@$ETCD_VERSION" go.etcd.io/etcd/server/v3 \
     "-X go.etcd.io/etcd/api/v3/version.Version=${ETCD_VERSION#v}"
   local kwok_stamp="-X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}"
   build "kwok kwokctl" "$KWOK_VERSION" "sigs.k8s.io/kwok@$KWOK_VERSION" \
     "sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/kwok/cmd/kwokctl" "$kwok_stamp"
+}
+
+install_kubernetes() {
   # k8s.io/kubernetes points its staging modules at ./staging (absent from the module zip); a dependent
   # module must map each one to its own release, v0.<minor>.<patch> for Kubernetes v1.<minor>.<patch>.
   local staging_version="v0.${KUBERNETES_VERSION#v1.}" minor mod_dir replaces=()
@@ -245,8 +247,14 @@ command -v go >/dev/null || { log "Go is required (https://go.dev); none found o
 started=$SECONDS
 # The largest build first: it is the critical path of a cold run.
 case $mode in
-  cluster) group "control plane" install_cluster_tools ;;
-  node) group "control plane and node" install_cluster_tools install_pause install_coredns ;;
+  cluster)
+    group "kubernetes" install_kubernetes
+    group "etcd and kwok" install_etcd_kwok
+    ;;
+  node)
+    group "kubernetes" install_kubernetes
+    group "etcd, kwok and node" install_etcd_kwok install_pause install_coredns
+    ;;
 esac
 group "helm" install_helm
 group "python tools" install_python_tools
