@@ -31,28 +31,43 @@ log() { printf '[toolchain] %s\n' "$*" >&2; }
 # build "NAME ..." VERSION MODULE@VERSION "PACKAGE ..." LDFLAGS [REPLACE ...]
 # Builds each PACKAGE (the NAME at the same position) from one wrapper module requiring MODULE@VERSION,
 # in one `go build`: the packages they share are loaded and compiled once, and the links run side by
-# side. Each REPLACE is "old=new@ver".
+# side. Each REPLACE is "old=new@ver". A PACKAGE `local:DIR` is this repository's own main package,
+# toolchain/DIR/main.go, built inside the wrapper module against MODULE (a smaller main of an upstream
+# program: only the parts the tests use). BUILD_TAGS=... before the call sets Go build tags.
 build() {
   local -a names pkgs
   read -ra names <<<"$1"
   read -ra pkgs <<<"$4"
-  local version=$2 require=$3 ldflags=$5
+  local version=$2 require=$3 ldflags=$5 tags=${BUILD_TAGS:-}
   shift 5
   local -a outs missing=()
-  local i recipe
+  local i recipe own
   for i in "${!names[@]}"; do
     # The cache key holds the recipe too, so a changed flag or replace rebuilds (only the link step,
-    # thanks to Go's build cache).
-    recipe=$(printf '%s\n' "$require" "${pkgs[$i]}" "$ldflags" "$@" | sha256sum | cut -c1-8)
+    # thanks to Go's build cache); for our own main, its source too.
+    own=""
+    if [[ ${pkgs[$i]} == local:* ]]; then own=$(sha256sum <"$root/toolchain/${pkgs[$i]#local:}/main.go"); fi
+    recipe=$({
+      printf '%s\n' "$require" "${pkgs[$i]}" "$ldflags" "$@"
+      if [[ -n $tags$own ]]; then printf '%s\n' "tags $tags" "$own"; fi
+    } | sha256sum | cut -c1-8)
     outs[i]="$cache/bin/${names[$i]}-$version-$recipe"
     [[ -x ${outs[$i]} ]] || missing+=("$i")
   done
   if ((${#missing[@]})); then
     local src="$cache/src/${names[0]}-$version" started=$SECONDS
-    local -a build_pkgs=()
-    for i in "${missing[@]}"; do build_pkgs+=("${pkgs[$i]}"); done
+    local -a build_pkgs=() imports=()
     log "building ${names[*]} $version (first time only; cached in $cache)"
     rm -rf "$src" && mkdir -p "$src/out"
+    for i in "${missing[@]}"; do
+      if [[ ${pkgs[$i]} == local:* ]]; then
+        mkdir -p "$src/${names[$i]}"
+        cp "$root/toolchain/${pkgs[$i]#local:}/main.go" "$src/${names[$i]}/"
+        build_pkgs+=("./${names[$i]}")
+      else
+        build_pkgs+=("${pkgs[$i]}") imports+=("${pkgs[$i]}")
+      fi
+    done
     {
       echo "module kvtier.local/build/${names[0]}"
       echo "go 1.26"
@@ -62,17 +77,23 @@ build() {
         echo "replace $old => ${new%@*} ${new#*@}"
       done
     } >"$src/go.mod"
-    {
-      printf '//go:build tools\n\npackage tools\n\n'
-      printf 'import _ "%s"\n' "${pkgs[@]}"
-    } >"$src/tools.go"
-    if ! (cd "$src" && go build -trimpath -ldflags "-s -w $ldflags" -o out/ "${build_pkgs[@]}") \
+    if ((${#imports[@]})); then
+      printf '//go:build tools\n\npackage tools\n\n' >"$src/tools.go"
+      printf 'import _ "%s"\n' "${imports[@]}" >>"$src/tools.go"
+    fi
+    if ! (cd "$src" && go build -trimpath -tags "$tags" -ldflags "-s -w $ldflags" -o out/ "${build_pkgs[@]}") \
       >"$src/build.log" 2>&1; then
       log "FAILED to build ${names[*]} $version; log: $src/build.log"
       tail -20 "$src/build.log" >&2
       return 1
     fi
-    for i in "${missing[@]}"; do mv "$src/out/$(go_binary_name "${pkgs[$i]}")" "${outs[$i]}"; done
+    for i in "${missing[@]}"; do
+      if [[ ${pkgs[$i]} == local:* ]]; then
+        mv "$src/out/${names[$i]}" "${outs[$i]}"
+      else
+        mv "$src/out/$(go_binary_name "${pkgs[$i]}")" "${outs[$i]}"
+      fi
+    done
     log "built ${names[*]} $version in $((SECONDS - started)) s"
   fi
   for i in "${!names[@]}"; do
@@ -148,8 +169,10 @@ install_python_tools() {
 
 install_publish_tools() {
   # `registry` serves OCI on loopback for the package round-trip test; helm-docs writes README tables.
+  # The registry's own main links every cloud storage driver (S3, Azure, GCS: most of its build time);
+  # ours (toolchain/registry) links the filesystem driver and htpasswd auth, all the tests use.
   build registry "$DISTRIBUTION_VERSION" "github.com/distribution/distribution/v3@$DISTRIBUTION_VERSION" \
-    github.com/distribution/distribution/v3/cmd/registry \
+    local:registry \
     "-X github.com/distribution/distribution/v3/version.version=$DISTRIBUTION_VERSION"
   build helm-docs "$HELM_DOCS_VERSION" "github.com/norwoodj/helm-docs@$HELM_DOCS_VERSION" \
     github.com/norwoodj/helm-docs/cmd/helm-docs "-X main.version=${HELM_DOCS_VERSION#v}"
@@ -161,7 +184,9 @@ install_monitoring_tools() {
   local minor=${PROMETHEUS_VERSION#v0.} release
   minor=${minor%%.*}
   release="${minor:0:1}.$((10#${minor:1})).${PROMETHEUS_VERSION##*.}"
-  build promtool "$PROMETHEUS_VERSION" "github.com/prometheus/prometheus@$PROMETHEUS_VERSION" \
+  # remove_all_sd is Prometheus' own build tag (plugins/) that leaves out the cloud service discoveries;
+  # promtool keeps its rule checks, rule unit tests and query parser, which is all the tests use.
+  BUILD_TAGS=remove_all_sd build promtool "$PROMETHEUS_VERSION" "github.com/prometheus/prometheus@$PROMETHEUS_VERSION" \
     github.com/prometheus/prometheus/cmd/promtool "-X github.com/prometheus/common/version.Version=$release"
 }
 
@@ -210,7 +235,8 @@ install_pause() {
 }
 
 install_coredns() {
-  build coredns "$COREDNS_VERSION" "github.com/coredns/coredns@$COREDNS_VERSION" github.com/coredns/coredns \
+  # Our main (toolchain/coredns) links only the plugins the tier's Corefile names.
+  build coredns "$COREDNS_VERSION" "github.com/coredns/coredns@$COREDNS_VERSION" local:coredns \
     "-X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION"
 }
 

@@ -74,3 +74,45 @@ def test_router_rig_matches_the_router_image() -> None:
 
     values = yaml.safe_load((paths.CHARTS / "kv-tiered-inference" / "values.yaml").read_text())
     assert values["router"]["image"]["tag"] == "v" + toolchain.versions()["VLLM_ROUTER_VERSION"]
+
+
+def _go_imports(main_go: str) -> set[str]:
+    return set(re.findall(r'^\s*(?:_\s+)?"([^"]+)"', main_go, flags=re.MULTILINE))
+
+
+def test_the_coredns_build_has_every_plugin_the_corefile_names() -> None:
+    """Our CoreDNS main links only some plugins: a directive added to the tier's Corefile without its
+    plugin would make CoreDNS refuse the Corefile at start-up, in the real-node tier only."""
+    import yaml
+
+    from kvtier.cluster import realconfig
+
+    manifests = list(yaml.safe_load_all(realconfig.coredns_manifests("coredns:test")))
+    (corefile,) = [m["data"]["Corefile"] for m in manifests if m.get("kind") == "ConfigMap"]
+    # A directive is the first word of a line inside the server block (not a `{`/`}` line, not an
+    # option of a plugin block such as `pods insecure`, which sits one level deeper).
+    directives = set()
+    depth = 0
+    for line in corefile.splitlines():
+        words = line.split()
+        if words and depth == 1 and words[0] != "}":
+            directives.add(words[0])
+        depth += line.count("{") - line.count("}")
+    assert {"kubernetes", "cache"} <= directives, directives
+    linked = {
+        i.rsplit("/", 1)[1] for i in _go_imports((paths.ROOT / "toolchain/coredns/main.go").read_text())
+    }
+    assert directives <= linked, (
+        f"the Corefile uses plugins toolchain/coredns/main.go does not link: {directives - linked}"
+    )
+
+
+def test_the_registry_build_has_the_storage_and_auth_the_tests_configure() -> None:
+    """Our registry main links the filesystem driver and htpasswd auth only: what the loopback
+    registry's configuration (kvtier.publish.registry_server) asks for."""
+    source = (paths.ROOT / "tools/kvtier/publish/registry_server.py").read_text()
+    linked = _go_imports((paths.ROOT / "toolchain/registry/main.go").read_text())
+    for driver in re.findall(r'"storage":\s*\{"(\w+)"', source):
+        assert f"github.com/distribution/distribution/v3/registry/storage/driver/{driver}" in linked, driver
+    for auth in re.findall(r'config\["auth"\]\s*=\s*\{"(\w+)"', source):
+        assert f"github.com/distribution/distribution/v3/registry/auth/{auth}" in linked, auth

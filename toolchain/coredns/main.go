@@ -1,0 +1,21 @@
+// CoreDNS with only the plugins of the real-node tier's Corefile (kvtier.cluster.realconfig:
+// errors, health, ready, kubernetes, cache, loop). Upstream's main links every plugin, the cloud DNS
+// providers' SDKs among them, which make up most of its build time; the server and plugin code are
+// upstream's, unchanged. Built by toolchain/install.sh against the pinned COREDNS_VERSION.
+package main
+
+import (
+	_ "github.com/coredns/caddy/onevent"
+	_ "github.com/coredns/coredns/plugin/cache"
+	_ "github.com/coredns/coredns/plugin/errors"
+	_ "github.com/coredns/coredns/plugin/health"
+	_ "github.com/coredns/coredns/plugin/kubernetes"
+	_ "github.com/coredns/coredns/plugin/loop"
+	_ "github.com/coredns/coredns/plugin/ready"
+
+	"github.com/coredns/coredns/coremain"
+)
+
+func main() {
+	coremain.Run()
+}
