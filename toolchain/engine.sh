@@ -103,4 +103,6 @@ done
 touch "$stamp"
 install_adapter
 use
-log "installed $venv in $(($(date +%s) - start)) s ($(du -sh "$venv" | cut -f1)); linked as $link"
+# `times` into a file (a pipe would run it in a subshell with no children): the CPU the installs used.
+times >"$venv/.install.times"
+log "installed $venv in $(($(date +%s) - start)) s (CPU user/system: $(sed -n 2p "$venv/.install.times"); $(du -sh "$venv" | cut -f1)); linked as $link"

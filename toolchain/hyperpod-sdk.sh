@@ -37,4 +37,6 @@ pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
 "$venv/bin/python" -c "from sagemaker.hyperpod.inference.config.hp_endpoint_config import _HPEndpoint; import hyperpod_custom_inference_template.registry as r; print('sagemaker-hyperpod models ok; templates', sorted(r.SCHEMA_REGISTRY))" >&2
 touch "$stamp"
 ln -sfn "$venv" "$link"
-log "installed $venv in $(($(date +%s) - start)) s ($(du -sh "$venv" | cut -f1)); linked as $link"
+# `times` into a file (a pipe would run it in a subshell with no children): the CPU the installs used.
+times >"$venv/.install.times"
+log "installed $venv in $(($(date +%s) - start)) s (CPU user/system: $(sed -n 2p "$venv/.install.times"); $(du -sh "$venv" | cut -f1)); linked as $link"

@@ -81,8 +81,14 @@ build() {
       printf '//go:build tools\n\npackage tools\n\n' >"$src/tools.go"
       printf 'import _ "%s"\n' "${imports[@]}" >>"$src/tools.go"
     fi
-    if ! (cd "$src" && go build -trimpath -tags "$tags" -ldflags "-s -w $ldflags" -o out/ "${build_pkgs[@]}") \
-      >"$src/build.log" 2>&1; then
+    # `times` in the subshell gives the CPU its children used: unlike the wall time, it does not grow
+    # when other work shares the cores, so cold runs on a busy machine stay comparable.
+    if ! (
+      cd "$src" && go build -trimpath -tags "$tags" -ldflags "-s -w $ldflags" -o out/ "${build_pkgs[@]}"
+      status=$?
+      times >cpu.times
+      exit $status
+    ) >"$src/build.log" 2>&1; then
       log "FAILED to build ${names[*]} $version; log: $src/build.log"
       tail -20 "$src/build.log" >&2
       return 1
@@ -94,7 +100,7 @@ build() {
         mv "$src/out/$(go_binary_name "${pkgs[$i]}")" "${outs[$i]}"
       fi
     done
-    log "built ${names[*]} $version in $((SECONDS - started)) s"
+    log "built ${names[*]} $version in $((SECONDS - started)) s, $(cpu_seconds "$src/cpu.times") s of CPU"
   fi
   for i in "${!names[@]}"; do
     # A stable per-version name in the cache (what the cluster tooling reads) and the .tools/bin link.
@@ -109,6 +115,11 @@ go_binary_name() {
   local base=${1##*/} rest=${1%/*}
   if [[ $base =~ ^v[0-9]+$ ]]; then base=${rest##*/}; fi
   printf '%s\n' "$base"
+}
+
+# cpu_seconds FILE: user + system seconds of the children line (the second) of bash's `times` output.
+cpu_seconds() {
+  sed -n 2p "$1" | tr -d 's' | awk '{split($1, u, "m"); split($2, y, "m"); printf "%d", u[1] * 60 + u[2] + y[1] * 60 + y[2]}'
 }
 
 # module_dir MODULE@VERSION: where the Go module cache holds that module's source.
