@@ -100,7 +100,58 @@ FOUND = {
             ],
         },
     ),
-}
+    # helm-unittest counts it passed; only its JUnit report says skipped (the plugin skipped it)
+    "every assertion skipped by skipEmptyTemplates passes the case": (
+        {},
+        {
+            "documentSelector": {"path": "kind", "value": "Nothing", "skipEmptyTemplates": True},
+            "asserts": [
+                {"equal": {"path": "data.mode", "value": "never"}},
+                {"hasDocuments": {"count": 9}},
+            ],
+        },
+    ),
+    # chart overrides reach the top chart and its direct subcharts only (ModifyChartMetadata); a
+    # subchart's .txt template is raw text (the plugin failed on Helm's manifest parse of it)
+    "a suite's chart.version stops at the direct subcharts": (
+        {"chart": {"version": "1.2.3"}},
+        {
+            "asserts": [
+                {"equal": {"path": "metadata.labels.chart", "value": "gen-1.2.3"},
+                 "template": "configmap.yaml"},
+                {"equal": {"path": 'metadata.labels["helm.sh/chart"]', "value": "mid-1.2.3"},
+                 "template": "charts/mid/templates/cm.yaml"},
+                {"equal": {"path": 'metadata.labels["helm.sh/chart"]', "value": "sub-0.1.0"},
+                 "template": "charts/mid/charts/sub/templates/cm.yaml"},
+                {"matchRegexRaw": {"pattern": "mid 1.2.3 ready"},
+                 "template": "charts/mid/templates/banner.txt"},
+            ]
+        },
+    ),
+    # helm-unittest sets the version after loading, unchecked; the plugin's Helm refused the chart
+    "a test's chart.version that is not semver is shown as given": (
+        {"chart": {"version": "1.2.3", "appVersion": "9.9"}},
+        {
+            "chart": {"version": "not-semver"},
+            "asserts": [
+                {"equal": {"path": "metadata.labels.chart", "value": "gen-not-semver"},
+                 "template": "configmap.yaml"},
+                {"equal": {"path": 'metadata.labels["helm.sh/chart"]', "value": "mid-not-semver"},
+                 "template": "charts/mid/templates/cm.yaml"},
+                {"equal": {"path": "metadata.labels.version", "value": "9.9"},
+                 "template": "charts/mid/templates/cm.yaml"},
+            ],
+        },
+    ),
+    # a null test-level apiVersions leaves Go's nil list, so the suite's are not added (the plugin added them)
+    "a null test apiVersions drops the suite's": (
+        {"capabilities": {"apiVersions": ["x.io/v1"]}},
+        {
+            "capabilities": {"apiVersions": None},
+            "asserts": [{"hasDocuments": {"count": 0}, "template": "policy.yaml"}],
+        },
+    ),
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("name", sorted(FOUND))

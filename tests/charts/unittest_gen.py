@@ -3,7 +3,9 @@
 A chart family exercises what the suite format reaches: a top chart whose templates read values,
 release, capabilities and chart metadata, render empty, fail on demand, emit several documents and
 NOTES.txt; a subchart behind a `condition`, one behind `tags`, a library chart, and a middle chart whose
-own subchart shares the first one's name; CRDs at three depths. Which subcharts are on is drawn too.
+own subchart shares the first one's name (each subchart labels itself helm.sh/chart, so `chart:`
+overrides show where they reach; the middle one also has a .txt template that is not YAML); CRDs at
+three depths. Which subcharts are on is drawn too.
 Suites are drawn from every field helm-unittest reads (values files and `set` at suite and test level,
 release, capabilities and chart overrides with null and empty values, templates and globs, includeCrds,
 documentIndex/documentSelector with skipEmptyTemplates, assertions with and without `not`, snapshots).
@@ -119,9 +121,17 @@ SUB_TEMPLATE = """apiVersion: v1
 kind: ConfigMap
 metadata:
   name: {{ .Release.Name }}-{{ .Chart.Name }}
+  labels:
+    helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 }}
+    version: {{ .Chart.AppVersion | default "none" | quote }}
 data:
   greeting: {{ .Values.greeting | default "none" | quote }}
   global: {{ .Values.global.g | default "unset" | quote }}
+"""
+# Text that is no YAML: helm-unittest reads a .txt template as raw text, Helm's manifest parse refuses it
+SUB_TEXT = """-----
+{{ .Chart.Name }} {{ .Chart.Version }} ready
+-----
 """
 VALUES_FILES = {
     "b-mode.yaml": {"mode": "b", "replicas": 3},
@@ -187,6 +197,7 @@ def write_family(root: Path, drawn: Family) -> Path:
     mid = top / "charts" / "mid"
     chart_yaml(mid, "mid", deps=[{"name": "sub", "version": "0.1.0", "condition": "sub.enabled"}])
     _write(mid / "templates" / "cm.yaml", SUB_TEMPLATE)
+    _write(mid / "templates" / "banner.txt", SUB_TEXT)
     chart_yaml(mid / "charts" / "sub", "sub")
     _write(mid / "charts" / "sub" / "templates" / "cm.yaml", SUB_TEMPLATE)
     # CRDs at three depths (includeCrds lists those of every enabled chart in the tree)
@@ -236,11 +247,13 @@ _paths = st.sampled_from(
         "data.kube", "data.revision", "data.upgrade", "data.lib", "data.global", "data.greeting",
         "spec.template.spec.containers", "spec.template.spec.containers[0].name", "metadata.labels.version",
         "missing.path", "stringData.mode", "spec.ports[0].port", "data.extra", "apiVersion",
+        'metadata.labels["helm.sh/chart"]',
     ]
 )  # fmt: skip
 _expected = st.one_of(
     _scalars,
     st.sampled_from(["r1-cm", "RELEASE-NAME-cm", "my-release-app", "from-lib", "v1.20.0", "gen-0.1.0", "hi"]),
+    st.sampled_from(["gen-1.2.3", "sub-0.1.0", "sub-1.2.3", "mid-1.2.3", "mid-not-semver", "9.9"]),
     st.just({"mode": "a"}),
 )
 _top_templates = st.sampled_from(
@@ -251,13 +264,14 @@ _top_templates = st.sampled_from(
         "templates/multi.yaml",
         "missing.yaml",
         "charts/sub/templates/cm.yaml",
+        "charts/mid/templates/banner.txt",
         "crds/crd.yaml",
         "charts/sub/crds/crd.yaml",
         "charts/mid/charts/sub/crds/crd.yaml",
     ]
 )
 _sub_templates = st.sampled_from(
-    ["cm.yaml", "*.yaml", "templates/cm.yaml", "missing.yaml", "NOTES.txt", "crds/crd.yaml"]
+    ["cm.yaml", "*.yaml", "templates/cm.yaml", "missing.yaml", "NOTES.txt", "crds/crd.yaml", "banner.txt"]
 )
 
 
@@ -312,7 +326,9 @@ def _assertion(templates: st.SearchStrategy[str]) -> st.SearchStrategy[dict[str,
         ),
         "matchSnapshot": st.one_of(st.just({}), st.fixed_dictionaries({"path": st.just("data")})),
         "equalRaw": st.fixed_dictionaries({"value": st.sampled_from(["Release r1 in default mode a", "x"])}),
-        "matchRegexRaw": st.fixed_dictionaries({"pattern": st.sampled_from(["^Release", "mode b"])}),
+        "matchRegexRaw": st.fixed_dictionaries(
+            {"pattern": st.sampled_from(["^Release", "mode b", "mid 1.2.3 ready", "0.1.0 ready"])}
+        ),
     }
     around = st.fixed_dictionaries(
         {},
@@ -350,7 +366,7 @@ _capabilities = st.fixed_dictionaries(
 _chart_override = st.fixed_dictionaries(
     {},
     optional={
-        "version": st.sampled_from(["1.2.3", "", None]),
+        "version": st.sampled_from(["1.2.3", "", None, "not-semver", "1.2.3+b.1"]),
         "appVersion": st.sampled_from(["9.9", "", None]),
     },
 )
@@ -408,6 +424,7 @@ _HOLDING_SUB = [
     {"isKind": {"of": "ConfigMap"}, "template": "cm.yaml"},
     {"exists": {"path": "data.greeting"}, "template": "cm.yaml"},
     {"equal": {"path": "data.global", "value": "unset"}, "template": "cm.yaml"},
+    {"matchRegex": {"path": 'metadata.labels["helm.sh/chart"]', "pattern": "-0.1.0$"}, "template": "cm.yaml"},
     {"hasDocuments": {"count": 1}, "template": "cm.yaml"},
 ]
 _HOLDING = {True: st.sampled_from(_HOLDING_TOP), False: st.sampled_from(_HOLDING_SUB)}

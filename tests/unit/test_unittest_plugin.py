@@ -204,3 +204,44 @@ def test_junit_failure_text_names_only_the_assertions_that_failed() -> None:
     assert junit_failed_asserts(text) == ((2, False, "isNull"),)
     negated = " - asserts[0] NOT `equal` fail , Template:t.yaml , Path:a , Expected NOT to equal: , 1 ,"
     assert junit_failed_asserts(negated) == ((0, True, "equal"),)
+
+
+def test_junit_skips_that_ran_assertions_read_as_passed(tmp_path: Path) -> None:
+    """helm-unittest v1.1.2 counts a case whose assertions documentSelector.skipEmptyTemplates all skipped
+    as passed (summary, exit code), but its JUnit report marks it skipped; a `skip:` case lists no
+    assertion. Messages as the pinned binary writes them."""
+    from kvtier.unittest_reference import junit_cases
+
+    reason = "skipped as 'documentSelector.skipEmptyTemplates: true' and 'selectedTemplates: empty'"
+    ran = f"SKIPPED 'all skipped' , - asserts[0] `exists` fail , {reason} ,"
+    ran_after_error = f"SKIPPED 'after error' ,execution error at (c/templates/f.yaml:5:4): boom, - asserts[0] NOT `equal` fail , {reason} ,"  # noqa: E501
+    report = tmp_path / "report.xml"
+    report.write_text(
+        '<testsuites><testsuite name="s">'
+        f'<testcase name="all skipped"><skipped message="{ran}"></skipped></testcase>'
+        f'<testcase name="after error"><skipped message="{ran_after_error}"></skipped></testcase>'
+        '<testcase name="by reason"><skipped message="SKIPPED \'by reason\' ,"></skipped></testcase>'
+        '<testcase name="- asserts[0] `x` in a name">'
+        "<skipped message=\"SKIPPED '- asserts[0] `x` in a name' ,\"></skipped></testcase>"
+        "</testsuite></testsuites>"
+    )
+    assert [(case, verdict) for _, case, verdict, _ in junit_cases(report)] == [
+        ("all skipped", "passed"),
+        ("after error", "passed"),
+        ("by reason", "skipped"),
+        ("- asserts[0] `x` in a name", "skipped"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("version", "accepted"),
+    [("1.2.3", True), ("v1.2", True), ("1.2.3-rc.1+b.5", True), ("1", True), ("not-semver", False),
+     ("1.2.3.4", False), ("1.2.3-01", False), ("01.2.3", False), ("", False)],
+)  # fmt: skip
+def test_a_chart_version_helm_refuses_is_shown_through_the_probe(version: str, accepted: bool) -> None:
+    """A `chart.version` Helm's chart loader would refuse goes into Chart.yaml as a stand-in; the probe
+    then passes templates a .Chart that shows the given version (helm-unittest sets it unchecked)."""
+    assert chartcopy.helm_loads_version(version) is accepted
+    expr = chartcopy.chart_expr("not-semver")
+    assert expr.startswith("(dict ") and '"Version" "not-semver"' in expr and '"Name" $.Chart.Name' in expr
+    assert chartcopy.chart_expr("") == "$.Chart"

@@ -122,3 +122,14 @@ def test_a_failure_before_a_skipped_assertion_passes_with_a_warning(chart: Path,
     )
     assert "1 passed" in proc.stdout, proc.stdout[-2000:]
     assert "asserts[0] failed but helm-unittest passes the case: a later assertion is skipped" in proc.stdout
+
+
+def test_a_case_whose_assertions_are_all_skipped_passes_with_a_warning(chart: Path, need) -> None:
+    """helm-unittest counts it passed (only its JUnit report says skipped); the warning says so."""
+    need(HELM3.exists(), f"pinned Helm 3 missing at {HELM3} (make tools)")
+    proc = pytest_in(
+        chart, "-q", "--helm-unittest-root", str(chart), "-k", "skipping and every and not render", str(chart)
+    )
+    summary = proc.stdout.strip().splitlines()[-1]
+    assert "1 passed" in summary and "skipped" not in summary, proc.stdout[-2000:]
+    assert "every assertion was skipped (documentSelector.skipEmptyTemplates" in proc.stdout

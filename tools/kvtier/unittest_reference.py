@@ -8,12 +8,15 @@ both tools on the same layout and in the same way.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from kvtier import paths
+
+_ASSERTION = re.compile(r"(?:^|,)\s*- asserts\[\d+\] (?:NOT )?`")  # an assertion header in JUnit text
 
 
 def mirror_chart(chart: Path, dest: Path, root: Path = paths.ROOT) -> Path:
@@ -35,7 +38,11 @@ def mirror_chart(chart: Path, dest: Path, root: Path = paths.ROOT) -> Path:
 
 def junit_cases(report: Path) -> list[tuple[str, str, str, str]]:
     """(suite, test, passed|failed|skipped, failure text) for every test case of helm-unittest's JUnit
-    report; the text is empty unless the case failed."""
+    report; the text is empty unless the case failed.
+
+    A case whose assertions were all skipped by `documentSelector.skipEmptyTemplates` is `<skipped>` in
+    the JUnit report, but helm-unittest counts it passed (summary line, exit code, console): its skip
+    message lists the assertions it ran, where a `skip:` case lists none. It reads as passed here."""
     rows = []
     for suite in ET.parse(report).getroot().iter("testsuite"):
         for case in suite.iter("testcase"):
@@ -45,10 +52,18 @@ def junit_cases(report: Path) -> list[tuple[str, str, str, str]]:
                 failure = case.find("error")
             if failure is not None:
                 verdict, text = "failed", failure.text or ""
-            if case.find("skipped") is not None:
+            skipped = case.find("skipped")
+            if skipped is not None and not _assertions_ran(skipped.get("message", ""), case.get("name", "")):
                 verdict, text = "skipped", ""
             rows.append((suite.get("name", ""), case.get("name", ""), verdict, text))
     return rows
+
+
+def _assertions_ran(message: str, name: str) -> bool:
+    """Whether a JUnit skip message lists, after `SKIPPED '<name>' ` (and any render error), the
+    assertions the case ran."""
+    rest = message.removeprefix(f"SKIPPED '{name.replace(chr(9), '')}' ")
+    return rest != message and _ASSERTION.search(rest) is not None
 
 
 def junit_verdicts(report: Path) -> list[tuple[str, str, str]]:

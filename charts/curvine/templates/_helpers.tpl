@@ -18,12 +18,21 @@
 {{- end -}}
 
 {{/*
+A name that keeps its suffix at any length: the base is cut first (and a trailing "-" dropped), then the
+suffix is appended, so a long name never cuts off "-master" or makes two components' names equal.
+Call with (dict "base" <prefix> "suffix" <"-..."> "max" <limit>).
+*/}}
+{{- define "curvine.suffixedName" -}}
+{{- printf "%s%s" (.base | trunc (max 1 (sub (int .max) (len .suffix)) | int) | trimSuffix "-") .suffix -}}
+{{- end -}}
+
+{{/*
 Selector labels: name + instance only, so other labels never touch immutable selectors. Each
 component gets its own name (<chart>-master, <chart>-worker, ...) so selectors never overlap.
 Call with (dict "root" $ "component" "master").
 */}}
 {{- define "curvine.selectorLabels" -}}
-app.kubernetes.io/name: {{ printf "%s-%s" (include "curvine.name" .root) .component | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ include "curvine.suffixedName" (dict "base" (include "curvine.name" .root) "suffix" (printf "-%s" .component) "max" 63) }}
 app.kubernetes.io/instance: {{ .root.Release.Name }}
 {{- end -}}
 

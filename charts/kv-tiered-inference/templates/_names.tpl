@@ -51,26 +51,40 @@ app.kubernetes.io/component: router
 kv-tiered-inference/model: {{ .model.name }}
 {{- end -}}
 
-{{/* Object names of one model. Input: dict "root" $ "model" <models[] entry>. */}}
+{{/*
+A name that keeps its suffix at any length: the base is cut first (and a trailing "-" dropped), then the
+suffix is appended, so a long release name never cuts off "-router" or makes two objects' names equal.
+Input: dict "base" <prefix> "suffix" <"-..."> "max" <the kind's name limit>.
+*/}}
+{{- define "kv-tiered-inference.suffixedName" -}}
+{{- printf "%s%s" (.base | trunc (max 1 (sub (int .max) (len .suffix)) | int) | trimSuffix "-") .suffix -}}
+{{- end -}}
+
+{{/*
+Object names of one model: <fullname>-<model>[-<suffix>]. Input: dict "root" $ "model" <models[] entry>.
+The engine is a StatefulSet under kvaware (_router.tpl, kvStatic), whose name may have 52 characters: its
+pods carry a controller-revision-hash label of the name plus a hash (<= 63).
+*/}}
 {{- define "kv-tiered-inference.engineName" -}}
-{{- printf "%s-%s" (include "kv-tiered-inference.fullname" .root) .model.name | trunc 63 | trimSuffix "-" -}}
+{{- $max := ternary 52 63 (eq (include "kv-tiered-inference.kvStatic" .root) "true") -}}
+{{- include "kv-tiered-inference.suffixedName" (dict "base" (include "kv-tiered-inference.fullname" .root) "suffix" (printf "-%s" .model.name) "max" $max) -}}
 {{- end -}}
 
 {{- define "kv-tiered-inference.routerName" -}}
-{{- printf "%s-%s-router" (include "kv-tiered-inference.fullname" .root) .model.name | trunc 63 | trimSuffix "-" -}}
+{{- include "kv-tiered-inference.suffixedName" (dict "base" (include "kv-tiered-inference.fullname" .root) "suffix" (printf "-%s-router" .model.name) "max" 63) -}}
 {{- end -}}
 
 {{- define "kv-tiered-inference.lmcacheConfigName" -}}
-{{- printf "%s-%s-lmcache" (include "kv-tiered-inference.fullname" .root) .model.name | trunc 63 | trimSuffix "-" -}}
+{{- include "kv-tiered-inference.suffixedName" (dict "base" (include "kv-tiered-inference.fullname" .root) "suffix" (printf "-%s-lmcache" .model.name) "max" 63) -}}
 {{- end -}}
 
 {{- define "kv-tiered-inference.podscriptsName" -}}
-{{- printf "%s-podscripts" (include "kv-tiered-inference.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- include "kv-tiered-inference.suffixedName" (dict "base" (include "kv-tiered-inference.fullname" .) "suffix" "-podscripts" "max" 63) -}}
 {{- end -}}
 
 {{/*
 The eviction CronJob and its ConfigMap: a CronJob name may not exceed 52 characters (its Jobs append a suffix).
 */}}
 {{- define "kv-tiered-inference.l2EvictionName" -}}
-{{- printf "%s-l2-eviction" (include "kv-tiered-inference.fullname" . | trunc 40 | trimSuffix "-") -}}
+{{- include "kv-tiered-inference.suffixedName" (dict "base" (include "kv-tiered-inference.fullname" .) "suffix" "-l2-eviction" "max" 52) -}}
 {{- end -}}

@@ -3,7 +3,8 @@
 {{/*
 Common spec of a helm test pod: test hook, kvcheck.py from the podscripts ConfigMap, and the node
 selection of the model's engines so the engine image (the default test image) is already pulled.
-Input: dict "root" $ "model" <models[] entry or nil> "name" <pod name> "weight" <hook weight>.
+Input: dict "root" $ "model" <models[] entry or nil> "name" <pod name> "weight" <hook weight>. A Pod's
+name may have 253 characters (the kubelet cuts its hostname to 63), so test pod names are never cut.
 */}}
 {{- define "kv-tiered-inference.testPodMeta" -}}
 apiVersion: v1

@@ -119,7 +119,7 @@ PROBE = r"""{{- $base := $.Template.BasePath -}}
 {{- range $pair := list %(pairs)s }}
 {{- $path := printf "%%s/%%s" $base (index $pair 0) }}
 {{- if has $path $sel }}
-{{- $ctx := dict "Values" $vals "Chart" $.Chart "Capabilities" $.Capabilities "Files" $.Files }}
+{{- $ctx := dict "Values" $vals "Chart" %(chart)s "Capabilities" $.Capabilities "Files" $.Files }}
 {{- $_ := set $ctx "Subcharts" $.Subcharts }}
 {{- $_ := set $ctx "Release" $rel }}
 {{- $_ := set $ctx "Template" (dict "Name" $path "BasePath" $base) }}

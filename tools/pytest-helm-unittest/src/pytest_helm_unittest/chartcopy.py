@@ -23,7 +23,7 @@ _PROBE_BODY = """{{- $base := $.Template.BasePath -}}
 %(key)s:
 {{- range $name := list %(names)s }}
 {{- $path := printf "%%s/%%s" $base $name }}
-{{- $ctx := dict "Values" $.Values "Chart" $.Chart "Capabilities" $.Capabilities "Files" $.Files }}
+{{- $ctx := dict "Values" $.Values "Chart" %(chart)s "Capabilities" $.Capabilities "Files" $.Files }}
 {{- $_ := set $ctx "Subcharts" $.Subcharts }}
 {{- $_ := set $ctx "Release" $rel }}
 {{- $_ := set $ctx "Template" (dict "Name" $path "BasePath" $base) }}
@@ -50,6 +50,38 @@ def template_pattern(route: str, name: str) -> re.Pattern[str]:
             out.append(re.escape(text[i]))
             i += 1
     return re.compile("".join(out))
+
+
+# Versions Helm's chart loader accepts (Masterminds semver), kept strict: a version outside this set
+# is shown to templates through the probe instead, which renders the same either way.
+_HELM_SEMVER = re.compile(
+    r"^v?(0|[1-9]\d{0,17})(\.(0|[1-9]\d{0,17})){0,2}"
+    r"(-(0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)(\.(0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*))*)?"
+    r"(\+[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$"
+)
+STAND_IN_VERSION = "0.0.0-kvtier.stand-in"
+_METADATA_FIELDS = [
+    "Name", "Home", "Sources", "Version", "Description", "Keywords", "Maintainers", "Icon", "APIVersion",
+    "Condition", "Tags", "AppVersion", "Deprecated", "Annotations", "KubeVersion", "Dependencies", "Type",
+    "IsRoot",
+]  # fmt: skip
+
+
+def helm_loads_version(version: str) -> bool:
+    """Whether Helm's chart loader accepts `version` in Chart.yaml (strictly: when unsure, no)."""
+    return _HELM_SEMVER.match(version) is not None
+
+
+def chart_expr(version: str) -> str:
+    """What the probe passes templates as .Chart: Helm's own, or, for a `chart.version` override Helm's
+    loader would refuse (helm-unittest sets it after loading, unchecked), a copy showing that version."""
+    if not version:
+        return "$.Chart"
+    fields = " ".join(
+        f'"{name}" {_go_quote(version) if name == "Version" else "$.Chart." + name}'
+        for name in _METADATA_FIELDS
+    )
+    return f"(dict {fields})"
 
 
 def chart_name(chart_dir: Path) -> str:
@@ -82,9 +114,12 @@ def _prepare(
     library = str(meta.get("type", "")).lower() == "library"
     if library:
         meta["type"] = "application"  # `helm template` refuses a library chart; its templates go below
+    shown = ""  # a version only the probe shows (see chart_expr)
     for key in ("version", "appVersion"):
         if overrides.get(key):
             meta[key] = overrides[key]
+    if overrides.get("version") and not helm_loads_version(overrides["version"]):
+        shown, meta["version"] = overrides["version"], STAND_IN_VERSION
     charts_dir = chart_dir / "charts"
     present: dict[str, Path] = {}
     if charts_dir.is_dir():
@@ -96,7 +131,7 @@ def _prepare(
         if is_top and overrides.get("version"):
             # helm-unittest sets the version after resolving dependencies; keep Helm's range check happy
             for dep in meta["dependencies"]:
-                dep["version"] = overrides["version"]
+                dep["version"] = overrides["version"] if not shown else STAND_IN_VERSION
     meta_path.write_text(goemit.dump(meta))
     for name, sub in present.items():
         sub_overrides = overrides if is_top else {}
@@ -113,7 +148,7 @@ def _prepare(
             (*path, name),
         )
     _filter_templates(
-        chart_dir, route, target_route, include, exclude, release, batch, path, library
+        chart_dir, route, target_route, include, exclude, release, batch, path, library, shown
     )  # path: subchart names
     if batch and is_top:
         (chart_dir / "templates").mkdir(exist_ok=True)
@@ -130,6 +165,7 @@ def _filter_templates(
     batch: bool = False,
     chart_path: tuple[str, ...] = (),
     library: bool = False,
+    shown_version: str = "",
 ) -> None:
     templates_dir = chart_dir / "templates"
     if not templates_dir.is_dir():
@@ -167,9 +203,15 @@ def _filter_templates(
             "pairs": " ".join(pairs),
             "release": fields,
             "path": subcharts,
+            "chart": chart_expr(shown_version),
         }
     else:
-        body = _PROBE_BODY % {"key": PROBE_KEY, "names": names, "release": fields}
+        body = _PROBE_BODY % {
+            "key": PROBE_KEY,
+            "names": names,
+            "release": fields,
+            "chart": chart_expr(shown_version),
+        }
     (templates_dir / PROBE).write_text(body)
 
 

@@ -27,6 +27,7 @@ from pytest_helm_unittest.request import RenderRequest, RenderResult
 DEFAULT_KUBE = ("1", "20")  # helm-unittest's Helm library default when built without ldflags
 _VALID_RELEASE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _SOURCE = re.compile(r"^# Source: (.+)$", re.M)
+_PARSE_ERROR = re.compile(r"^Error: YAML parse error on ", re.M)  # Helm's SortManifests, after rendering
 
 
 class Renderer:
@@ -58,7 +59,15 @@ class Renderer:
 
     def _render(self, req: RenderRequest) -> RenderResult:
         copy = self._copy(req, batched=False)
-        proc = self._helm(req, copy, self._values_file(req.values_yaml))
+        values = self._values_file(req.values_yaml)
+        proc = self._helm(req, copy, values)
+        if proc.returncode != 0 and _PARSE_ERROR.search(proc.stderr):
+            # Every template rendered; only Helm's manifest parse failed, on output helm-unittest never
+            # parses (a .txt it reads as text, say) or parses itself. `--debug` prints all the output,
+            # the probe included, and the case's own parse decides as helm-unittest's would.
+            files = _probe_files(self._helm(req, copy, values, "--debug").stdout)
+            if files:
+                return RenderResult(files=files)
         if proc.returncode != 0:
             return RenderResult(
                 error=_helm_error(proc.stderr, _release_arg(req.release_name), req.release_name)

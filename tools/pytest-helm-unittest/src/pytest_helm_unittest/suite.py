@@ -158,8 +158,8 @@ def _capabilities(test: Any, suite: dict[str, Any]) -> dict[str, Any]:
         apis = []
     elif isinstance(test["apiVersions"], list):
         apis = [a for a in test["apiVersions"] if isinstance(a, str)]
-    else:
-        apis = None if test["apiVersions"] is not None else []
+    else:  # null or not a list: none, and the suite's are not added (yaml's null leaves Go's nil slice)
+        apis = None
     if suite.get("apiVersions") and apis is not None:
         apis = apis + [str(a) for a in suite["apiVersions"]]
     return {
