@@ -91,9 +91,19 @@ def test_kvaware_names_every_replica_and_its_kv_event_endpoint(parse) -> None:
     assert router["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
 
 
-def test_kvaware_passes_a_custom_block_size_to_the_router(tmp_path: Path, parse) -> None:
+@pytest.mark.parametrize(
+    "extra_args",
+    [
+        ["--block-size", "32"],
+        ["--block_size=32"],  # vLLM's spelling of the same flag
+        ["--block-size", "16", "--enforce-eager", "--block-size=32"],  # vLLM keeps the last
+    ],
+)
+def test_kvaware_passes_a_custom_block_size_to_the_router(
+    tmp_path: Path, parse, extra_args: list[str]
+) -> None:
     model = yaml.safe_load((CHART / "values.yaml").read_text())["models"][0]
-    model["extraArgs"] = ["--block-size", "32"]
+    model["extraArgs"] = extra_args
     values = tmp_path / "values.yaml"
     values.write_text(yaml.safe_dump({"routing": {"strategy": "kvaware"}, "models": [model]}))
     (router,) = component(render_docs(CHART, values=[values]), "Deployment", "router")

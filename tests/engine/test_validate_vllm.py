@@ -31,8 +31,8 @@ def _native_variant(work: Path, name: str, **cache: object) -> Path:
 def test_vllm_judges_the_engine_args_of_every_file(work: Path) -> None:
     files = [
         paths.VALUES / "cpu.yaml",
-        _variant(work, "zero-seqs", extraArgs=["--max-num-seqs", "0"]),
-        _variant(work, "bad-choice", extraArgs=["--kv-cache-dtype", "bogus"]),
+        _variant(work, "zero-seqs", extraArgs=["--max_num_seqs=0"]),  # vLLM's spelling, not the flag's
+        _variant(work, "bad-choice", extraArgs=["--enforce-eager", "--kv-cache-dtype", "bogus"]),
         paths.VALUES / "prod-native-g6e-4xlarge.yaml",
         _native_variant(work, "native-chunk", chunkSize=200),
     ]
@@ -46,10 +46,11 @@ def test_vllm_judges_the_engine_args_of_every_file(work: Path) -> None:
     [refusal] = [f for f in uneven.findings if f.check == VLLM]
     assert refusal.rule == "vllm.kv-offloading" and refusal.path == "cache.chunkSize", refusal
     assert "must be a multiple of the GPU KV cache block size" in refusal.message and refusal.line is not None
-    for report, flag in ((zero, "--max-num-seqs"), (choice, "--kv-cache-dtype")):
+    for report, flag, item in ((zero, "--max-num-seqs", 0), (choice, "--kv-cache-dtype", 1)):
         [finding] = [f for f in report.findings if f.check == VLLM]
         assert finding.message.startswith(flag), finding
-        assert finding.path == "models[0].extraArgs" and finding.line is not None, finding
+        # the list item that sets it, however it is spelled
+        assert finding.path == f"models[0].extraArgs[{item}]" and finding.line is not None, finding
         assert finding.subject.startswith("Deployment/"), finding
         assert pipeline.exit_code([report]) == 1
 

@@ -237,6 +237,22 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
         _model(maxModelLen=65536),
         "models[0].maxModelLen 65536 is above qwen2-7b's limit of 32768 positions",
     ),
+    "engine-args-reserved": (
+        _model(extraArgs=["--max-num-seqs", "4", "--enforce-eager"]),
+        _model(extraArgs=["--enforce-eager", "--max_model_len=1024"]),
+        "models[0].extraArgs[1] '--max_model_len=1024' sets --max-model-len to 1024 (vLLM reads underscores "
+        "in a flag's name as dashes), which the chart renders from models[0].maxModelLen (now 8192)",
+    ),
+    "engine-args-one-per-item": (
+        _model(extraArgs=["--max-num-seqs", "4", "--chat-template=my template.jinja"]),
+        _model(extraArgs=["--max-num-seqs 4"]),
+        "models[0].extraArgs[0] '--max-num-seqs 4' is one argument to vLLM",
+    ),
+    "engine-args-config-file": (
+        _model(extraArgs=["--chat-template", "config.jinja"]),
+        _model(extraArgs=["--config", "/etc/vllm/serve.yaml"]),
+        "reads vLLM settings from a file kvtier cannot check",
+    ),
     "block-size-supported": (
         _both(_set("engine", value={"accelerator": "cpu"}), _model(extraArgs=["--block-size", "64"])),
         _both(_set("engine", value={"accelerator": "cpu"}), _model(extraArgs=["--block-size", "48"])),

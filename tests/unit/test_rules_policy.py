@@ -81,7 +81,24 @@ def _engine(name: str, seed: str | None = "0", dtype: str = "float16") -> dict[s
     return engine
 
 
+def _with_args(*extra: str) -> Mutation:
+    """An engine whose vllm args end with `extra`."""
+
+    def mutate(manifests: list[dict[str, Any]]) -> None:
+        engine = _engine("a")
+        engine["spec"]["template"]["spec"]["containers"][0]["args"] += list(extra)
+        manifests.append(engine)
+
+    return mutate
+
+
 CASES: dict[str, tuple[Mutation, Mutation, str]] = {
+    "engine-args-rendered": (
+        _with_args("--max-model-len", "8192", "--max_num_seqs=4", "--enforce-eager"),
+        _with_args("--max-model-len", "8192", "--enforce-eager", "--max_model_len=1"),
+        "sets --max-model-len 2 times (args[4] '--max-model-len', args[7] '--max_model_len=1'): vLLM runs "
+        "with the last, '1'",
+    ),
     "crosspod-rendered": (
         lambda manifests: manifests.extend([_engine("a"), _engine("b")]),
         lambda manifests: manifests.extend([_engine("a"), _engine("b", seed=None)]),
@@ -276,3 +293,20 @@ def test_crosspod_rendered_reads_the_native_offloading_config() -> None:
     broken = _engine("c")
     broken["spec"]["template"]["spec"]["containers"][0]["args"] += ["--kv-transfer-config", "{oops"]
     assert any("--kv-transfer-config is not JSON" in m for m in run([broken]))
+
+
+def test_engine_args_rendered_reads_hyperpod_endpoints_too() -> None:
+    def endpoint(*args: str) -> dict[str, Any]:
+        worker = {"args": ["/opt/ml/model", "--served-model-name", "m", "--port", "8000", *args]}
+        return {"kind": "InferenceEndpointConfig", "metadata": {"name": "m"}, "spec": {"worker": worker}}
+
+    def run(manifest: dict[str, Any]) -> list[str]:
+        ctx = ManifestsContext([manifest], "kv")
+        return [f.message for f in catalogue.run_manifests(ctx, "f", only=["engine-args-rendered"])]
+
+    assert run(endpoint("--enforce-eager", "--max_num_seqs=4")) == []
+    [message] = run(endpoint("--enforce-eager", "--po=9000"))  # a prefix vLLM expands to --port
+    assert message == (
+        "InferenceEndpointConfig/m spec.worker sets --port 2 times (args[3] '--port', args[6] '--po=9000'): "
+        "vLLM runs with the last, '9000'"
+    )

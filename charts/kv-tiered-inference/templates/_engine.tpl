@@ -26,12 +26,99 @@ include it). Input: the models[] entry.
 {{- end -}}
 
 {{/*
-Flags the chart sets on vllm serve itself: extraArgs may not repeat them (they carry invariants). With the native
-backend the prefix hash is one too: it names the fs tier's files. Input: dict "root" $ "model" <models[] entry>.
+Flags the chart (or, on target hyperpod, the operator) sets on vllm serve itself, every option string of each:
+extraArgs may not set them in any spelling (they carry invariants and sized values). With the native backend the
+prefix hash is one too: it names the fs tier's files. kvtier validate's engine-args-reserved rule holds the same
+list. Input: dict "root" $ "model" <models[] entry>.
 */}}
 {{- define "kv-tiered-inference.reservedEngineFlags" -}}
 --served-model-name --tensor-parallel-size -tp --dtype --max-model-len --gpu-memory-utilization --kv-transfer-config --enable-prefix-caching --no-enable-prefix-caching --kv-events-config --port --host --model --revision
 {{- if include "kv-tiered-inference.nativeEnabled" .root }} --prefix-caching-hash-algo{{ end -}}
+{{- end -}}
+
+{{/*
+The options in a list of `vllm serve` arguments as vLLM's parser reads them, as a JSON list of {"name",
+"index", "item", "value"} in written order (of a repeated flag the last wins). Mirrors
+kvtier.upstream.vllm_args: underscores are dashes in a long name (up to its first "." and before "="), an
+item is an option when it starts with "-" unless it is "-", a negative number, or holds a space in its name;
+"--flag=value" or the next item that is no option is the value; the item after a dotted name without "=" is
+always its value; nothing after "--" is an option. Input: dict "args" <list>.
+*/}}
+{{- define "kv-tiered-inference.vllmOptions" -}}
+{{- $args := list -}}
+{{- range .args }}{{ $args = append $args (toString .) }}{{ end -}}
+{{- $isOption := list -}}
+{{- range $args -}}
+{{- $name := splitList "=" . | first -}}
+{{- $isOption = append $isOption (and (hasPrefix "-" .) (gt (len .) 1) (not (regexMatch "^-[0-9]+$|^-[0-9]*[.][0-9]+$" .)) (not (contains " " $name))) -}}
+{{- end -}}
+{{- $out := list -}}
+{{- $skip := false -}}
+{{- $rest := false -}}
+{{- range $i, $arg := $args -}}
+{{- if or $skip $rest -}}
+{{- $skip = false -}}
+{{- else if eq $arg "--" -}}
+{{- $rest = true -}}
+{{- else if index $isOption $i -}}
+{{- $key := splitList "=" $arg | first -}}
+{{- $name := splitList "." $key | first -}}
+{{- if hasPrefix "--" $name }}{{ $name = printf "--%s" (trimPrefix "--" $name | replace "_" "-") }}{{ end -}}
+{{- $value := "" -}}
+{{- $next := add1 $i | int -}}
+{{- if contains "=" $arg -}}
+{{- $value = trimPrefix (printf "%s=" $key) $arg -}}
+{{- else if and (lt $next (len $args)) (or (contains "." $key) (not (index $isOption $next))) -}}
+{{- $value = index $args $next -}}
+{{- $skip = true -}}
+{{- end -}}
+{{- $out = append $out (dict "name" $name "index" $i "item" $arg "value" $value) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end -}}
+
+{{/*
+The reserved flag (reservedEngineFlags) an option stands for to vLLM, or "": the flag itself, or one its name
+is a prefix of (argparse expands a unique prefix, and refuses one of several: either way not the user's to
+set; a single-dash prefix written with "=" it does not expand). Input: dict "name" <canonical option name>
+"item" <the item as written> "reserved" <list>.
+*/}}
+{{- define "kv-tiered-inference.reservedFlagOf" -}}
+{{- $name := .name -}}
+{{- $found := "" -}}
+{{- if has $name .reserved -}}
+{{- $found = $name -}}
+{{- else if and (gt (len $name) 1) (ne $name "--") (or (hasPrefix "--" $name) (not (contains "=" .item))) -}}
+{{- range .reserved -}}
+{{- if and (not $found) (hasPrefix $name .) }}{{ $found = . }}{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- $found -}}
+{{- end -}}
+
+{{/*
+Refuses a models[] entry's extraArgs item that sets a reserved flag, in any spelling vLLM accepts
+(`--max_model_len`, `--max-model-len=1`, `--max-model`, `-t`, `--kv-transfer-config.kv_role`): vLLM keeps the
+last of a repeated flag, so it would override the chart's value. Both targets. Input: dict "root" $ "model"
+<models[] entry>.
+*/}}
+{{- define "kv-tiered-inference.checkExtraArgs" -}}
+{{- $m := .model -}}
+{{- $reserved := include "kv-tiered-inference.reservedEngineFlags" . | splitList " " -}}
+{{- $by := ternary "the chart or the HyperPod operator" "the chart" (eq .root.Values.target "hyperpod") -}}
+{{- range (include "kv-tiered-inference.vllmOptions" (dict "args" ($m.extraArgs | default list)) | fromJsonArray) -}}
+{{- $flag := include "kv-tiered-inference.reservedFlagOf" (dict "name" .name "item" .item "reserved" $reserved) -}}
+{{- if $flag -}}
+{{- $key := splitList "=" .item | first -}}
+{{- $why := list -}}
+{{- if contains "_" (splitList "." $key | first) }}{{ $why = append $why "vLLM reads underscores in a flag's name as dashes" }}{{ end -}}
+{{- if ne .name $flag }}{{ $why = append $why (printf "vLLM expands %s to %s (a prefix no other of its flags starts with), or refuses it as ambiguous" .name $flag) }}{{ end -}}
+{{- if contains "." $key }}{{ $why = append $why "a dotted name sets keys of the flag's JSON, replacing the chart's whole value" }}{{ end -}}
+{{- $how := ternary "" (printf " (extraArgs[%d] %q: %s)" (int .index) .item (join "; " $why)) (empty $why) -}}
+{{- fail (printf "models[%s].extraArgs: %s is set by %s from the model's own keys or cache (a cross-pod invariant or a sized value)%s; remove it from extraArgs and set the values key the chart renders it from" $m.name $flag $by $how) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/*
@@ -40,13 +127,7 @@ The full `vllm serve` argument list of one model, as JSON. Input: dict "root" $ 
 {{- define "kv-tiered-inference.engineArgs" -}}
 {{- $v := .root.Values -}}
 {{- $m := .model -}}
-{{- $reserved := include "kv-tiered-inference.reservedEngineFlags" . | splitList " " -}}
-{{- range $arg := ($m.extraArgs | default list) -}}
-{{- $flag := regexReplaceAll "=.*$" $arg "" -}}
-{{- if has $flag $reserved -}}
-{{- fail (printf "models[%s].extraArgs: %s is set by the chart from the model's own keys or cache (a cross-pod invariant); remove it from extraArgs" $m.name $flag) -}}
-{{- end -}}
-{{- end -}}
+{{- include "kv-tiered-inference.checkExtraArgs" . -}}
 {{- $args := list "serve" (include "kv-tiered-inference.modelArg" $m) "--served-model-name" $m.model "--host" "0.0.0.0" "--port" (toString $v.engine.port) -}}
 {{- $cpu := eq ($v.engine.accelerator | default "nvidia") "cpu" -}}
 {{- if and $cpu (gt (int (include "kv-tiered-inference.tensorParallelSize" $m)) 1) -}}

@@ -209,6 +209,7 @@ modelLocation: {{ . | quote }}
 {{- define "kv-tiered-inference.hyperpod.workerArgs" -}}
 {{- $m := .model -}}
 {{- $v := .root.Values -}}
+{{- include "kv-tiered-inference.checkExtraArgs" . -}}
 {{- $args := list $v.hyperpod.worker.modelMountPath "--served-model-name" $m.model "--port" (toString $v.hyperpod.worker.port) -}}
 {{- if $v.cache.l0.enabled -}}
 {{- $args = append $args "--enable-prefix-caching" -}}

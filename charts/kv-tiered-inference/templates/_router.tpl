@@ -44,13 +44,11 @@ chart tests parse them with its own argument parser). Input: dict "root" $ "mode
 {{- $sources = concat $sources (list "--kv-event-source" (printf "%s=tcp://%s:%d" $url $host (int $v.engine.kvEventsPort))) -}}
 {{- end -}}
 {{- $args = concat $args (prepend $urls "--worker-urls") $sources (list "--kv-event-model" .model.model) -}}
-{{- /* The router hashes blocks like the engine: pass a --block-size from extraArgs on (vLLM's default is 16). */ -}}
+{{- /* The router hashes blocks like the engine: pass the --block-size vLLM reads from extraArgs on, in any
+spelling (vLLM's default is 16). */ -}}
 {{- $blockSize := "" -}}
-{{- $previous := "" -}}
-{{- range (.model.extraArgs | default list) -}}
-{{- if eq $previous "--block-size" }}{{ $blockSize = . }}{{ end -}}
-{{- if hasPrefix "--block-size=" . }}{{ $blockSize = trimPrefix "--block-size=" . }}{{ end -}}
-{{- $previous = . -}}
+{{- range (include "kv-tiered-inference.vllmOptions" (dict "args" (.model.extraArgs | default list)) | fromJsonArray) -}}
+{{- if and (gt (len .name) 2) (hasPrefix .name "--block-size") }}{{ $blockSize = .value }}{{ end -}}
 {{- end -}}
 {{- with $blockSize }}{{ $args = concat $args (list "--kv-event-block-size" .) }}{{ end -}}
 {{- else if eq $r.discovery.mode "kubernetes" -}}

@@ -22,6 +22,7 @@ import yaml
 from kvtier.engine_rig import rendered
 from kvtier.engine_rig.errors import RigError
 from kvtier.engine_rig.rig import engine_python
+from kvtier.upstream import vllm_args
 
 PROBE = Path(__file__).with_name("lmcache_probe.py")
 DTYPES = {
@@ -40,11 +41,6 @@ class Pod:
     l2_dir: Path
 
 
-def flag_value(args: list[str], name: str, default: str) -> str:
-    """The value after `name` in rendered `vllm serve` args, or `default` when the flag is absent."""
-    return args[args.index(name) + 1] if name in args else default
-
-
 def pod_case(engine: rendered.RenderedEngine, l2_volume: Path, work_dir: Path, shape: dict[str, int]) -> Pod:
     """A probe case for one engine pod of `engine`; `shape`: layers, kv_heads, head_size of its model's KV."""
     config_dir = work_dir / "etc-lmcache"
@@ -55,13 +51,14 @@ def pod_case(engine: rendered.RenderedEngine, l2_volume: Path, work_dir: Path, s
     }
     local = rendered.local_process(engine, Path("python"), volumes, config_dir, port=0)
     args = engine.args
+    view = vllm_args.read(args)
     case = {
         "config": str(config_dir / "lmcache.yaml"),
         "model_arg": args[1],  # `serve <model argument>`: what vLLM gives LMCache as the model name
-        "served_model_name": flag_value(args, "--served-model-name", args[1]),
-        "world_size": int(flag_value(args, "--tensor-parallel-size", "1")),
+        "served_model_name": view.value("--served-model-name", args[1]),
+        "world_size": int(view.value("--tensor-parallel-size", "1") or 1),
         "worker_id": 0,
-        "dtype": DTYPES[flag_value(args, "--dtype", "bfloat16")],
+        "dtype": DTYPES[view.value("--dtype", "bfloat16") or "bfloat16"],
         # The pod's PYTHONPATH (the podscripts ConfigMap when it records hits), for LMCache's plugin loader.
         "pythonpath": [p for p in local.env.get("PYTHONPATH", "").split(":") if p],
         **shape,

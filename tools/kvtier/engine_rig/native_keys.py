@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from kvtier.engine_rig import invariants, rendered
-from kvtier.engine_rig.invariants import flag_value
+from kvtier.upstream import vllm_args
 from kvtier.validate.engine_rules import GPU_DEFAULT_BLOCK_SIZE
 
 PROBE = Path(__file__).with_name("offload_key_probe.py")
@@ -35,15 +35,20 @@ def pod_case(
     volumes = {"l2cache": l2_volume, "model": work_dir / "models"}
     local = rendered.local_process(engine, Path("python"), volumes, work_dir / "etc-lmcache", port=0)
     args = local.argv[2:]  # after the python and the vllm launcher
+    view = vllm_args.read(args)
+
+    def flag(name: str, default: str) -> str:
+        return view.value(name) or default
+
     case = {
-        "transfer": flag_value(args, "--kv-transfer-config", ""),
+        "transfer": flag("--kv-transfer-config", ""),
         "model_arg": args[1],
-        "served_model_name": flag_value(args, "--served-model-name", args[1]),
-        "revision": flag_value(args, "--revision", "main"),
-        "dtype": invariants.DTYPES[flag_value(args, "--dtype", "bfloat16")],
-        "block_size": int(flag_value(args, "--block-size", str(GPU_DEFAULT_BLOCK_SIZE))),
-        "tensor_parallel": int(flag_value(args, "--tensor-parallel-size", "1")),
-        "hash_algorithm": flag_value(args, "--prefix-caching-hash-algo", "sha256"),
+        "served_model_name": flag("--served-model-name", args[1]),
+        "revision": flag("--revision", "main"),
+        "dtype": invariants.DTYPES[flag("--dtype", "bfloat16")],
+        "block_size": int(flag("--block-size", str(GPU_DEFAULT_BLOCK_SIZE))),
+        "tensor_parallel": int(flag("--tensor-parallel-size", "1")),
+        "hash_algorithm": flag("--prefix-caching-hash-algo", "sha256"),
         **shape,
     }
     return NativePod(case, local.env["PYTHONHASHSEED"], local.l2_dir)

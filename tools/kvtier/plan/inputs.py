@@ -8,6 +8,7 @@ from typing import Any
 from kvtier.errors import UserError
 from kvtier.plan.capacity import DTYPE_BYTES, Deployment, ModelSpec, gpu_for, known_model, quantity_bytes
 from kvtier.plan.facts import GIB, KNOWN_MODELS
+from kvtier.upstream import vllm_args
 
 # Defaults of the umbrella chart (values.yaml) for what `cache.l1.size: auto` subtracts from the memory limit.
 DEFAULT_HEADROOM = "16Gi"  # cache.l1.headroom: vLLM itself (Python, CUDA context, tokenizer, buffers)
@@ -42,14 +43,12 @@ def _usable_fraction(cache: dict[str, Any], l2_gib: float) -> float:
 
 
 def kv_dtype_bytes(model_entry: dict[str, Any], model_dtype_bytes: int) -> int:
-    """KV cache dtype: `--kv-cache-dtype` in extraArgs if set, else the model dtype (vLLM's `auto`)."""
-    args = [str(a) for a in model_entry.get("extraArgs") or []]
-    for i, arg in enumerate(args):
-        value = arg.split("=", 1)[1] if arg.startswith("--kv-cache-dtype=") else None
-        if arg == "--kv-cache-dtype" and i + 1 < len(args):
-            value = args[i + 1]
-        if value and value != "auto":
-            return 1 if value.startswith("fp8") else DTYPE_BYTES.get(value, model_dtype_bytes)
+    """KV cache dtype: `--kv-cache-dtype` in extraArgs (as vLLM reads them) if set, else the model dtype
+    (vLLM's `auto`)."""
+    args = model_entry.get("extraArgs")
+    value = vllm_args.read(args if isinstance(args, list) else []).value("--kv-cache-dtype")
+    if value and value != "auto":
+        return 1 if value.startswith("fp8") else DTYPE_BYTES.get(value, model_dtype_bytes)
     return model_dtype_bytes
 
 

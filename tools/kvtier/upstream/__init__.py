@@ -2,5 +2,6 @@
 
 - lmcache_config: a rendered LMCache config through LMCache's own loader (no unknown keys);
 - curvine_config: the TOML keys Curvine v0.4.1 reads, and checks of a rendered curvine-cluster.toml;
-- hyperpod_fields: the HyperPod Inference Operator CRD fields the bundle's endpoints write.
+- hyperpod_fields: the HyperPod Inference Operator CRD fields the bundle's endpoints write;
+- vllm_args: `vllm serve` arguments as vLLM's parser reads them (spellings, prefixes, dotted keys).
 """

@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from kvtier.upstream import vllm_args
 from kvtier.validate import configs
 from kvtier.validate.findings import LMCACHE
 from kvtier.validate.policy import containers, subject, workloads
@@ -48,15 +49,6 @@ def engines(ctx: ManifestsContext) -> Iterator[tuple[dict[str, Any], dict[str, A
                 yield m, c
 
 
-def _flag(argv: list[str], flag: str) -> str | None:
-    for i, arg in enumerate(argv):
-        if arg.startswith(flag + "="):
-            return arg.split("=", 1)[1]
-        if arg == flag and i + 1 < len(argv):
-            return argv[i + 1]
-    return None
-
-
 @rule(
     "crosspod-rendered",
     scope="manifests",
@@ -76,16 +68,17 @@ def rendered_invariants(ctx: ManifestsContext) -> Iterator[Hit]:
         else:
             seeds[who] = str(seed)
         argv = _argv(c)
-        model = _flag(argv, "--served-model-name") or (
+        view = vllm_args.read(argv)
+        model = view.value("--served-model-name") or (
             argv[argv.index("serve") + 1] if "serve" in argv[:-1] else ""
         )
-        facts = {"image": c.get("image"), **{f: _flag(argv, f) for f in SAME_MODEL_FLAGS}}
+        facts = {"image": c.get("image"), **{f: view.value(f) for f in SAME_MODEL_FLAGS}}
         if model in by_model and by_model[model][1] != facts:
             first, other = by_model[model]
             diff = {k: (other[k], v) for k, v in facts.items() if other[k] != v}
             yield Hit(f"{who} serves {model} like {first} but differs in {diff}", subject=subject(m))
         by_model.setdefault(model, (who, facts))
-        yield from _native_config(argv, model, who, subject(m), native)
+        yield from _native_config(view, model, who, subject(m), native)
     if len(set(seeds.values())) > 1:
         yield Hit(f"engine containers disagree on PYTHONHASHSEED: {seeds}")
     if len({repr(v) for v in native.shared.values()}) > 1:
@@ -122,8 +115,10 @@ class _NativeSeen:
         self.roots: dict[str, set[str]] = {}  # fs tier root_dir -> served models
 
 
-def _native_config(argv: list[str], model: str, who: str, where: str, seen: _NativeSeen) -> Iterator[Hit]:
-    text = _flag(argv, "--kv-transfer-config")
+def _native_config(
+    view: vllm_args.Argv, model: str, who: str, where: str, seen: _NativeSeen
+) -> Iterator[Hit]:
+    text = view.value("--kv-transfer-config")
     if text is None:
         return
     try:
@@ -134,7 +129,7 @@ def _native_config(argv: list[str], model: str, who: str, where: str, seen: _Nat
     if not isinstance(config, dict) or config.get("kv_connector") != "OffloadingConnector":
         return
     extra = config.get("kv_connector_extra_config") or {}
-    seen.shared[who] = {k: extra.get(k) for k in NATIVE_SHARED_KEYS} | {"hash": _flag(argv, NATIVE_HASH_FLAG)}
+    seen.shared[who] = {k: extra.get(k) for k in NATIVE_SHARED_KEYS} | {"hash": view.value(NATIVE_HASH_FLAG)}
     for tier in extra.get("secondary_tiers") or []:
         if isinstance(tier, dict) and tier.get("type") == "fs":
             seen.roots.setdefault(str(tier.get("root_dir")), set()).add(model)

@@ -20,7 +20,7 @@ from typing import Any
 
 from kvtier.plan.capacity import known_config
 from kvtier.validate.rules import Hit, ValuesContext, rule
-from kvtier.validate.values_rules import arg_value, lookup, model_entries, tensor_parallel_arg
+from kvtier.validate.values_rules import extra_args, lookup, model_entries, tensor_parallel_arg
 
 CPU_BLOCK_MULTIPLE = 32  # vllm/v1/attention/backends/cpu_attn.py: MultipleOf(32)
 GPU_DEFAULT_BLOCK_SIZE = 16  # vllm/config/cache.py: CacheConfig.DEFAULT_BLOCK_SIZE
@@ -97,7 +97,7 @@ def max_model_len_within_model(ctx: ValuesContext) -> Iterator[Hit]:
 
 
 def _block_size(model: dict[str, Any], default: int) -> int | None:
-    text = arg_value(model.get("extraArgs"), "--block-size")
+    text = extra_args(model).value("--block-size")
     if text is None:
         return default
     try:
@@ -133,9 +133,10 @@ def block_size_supported(ctx: ValuesContext) -> Iterator[Hit]:
         if not block or block <= 0:
             continue
         if cpu and block % CPU_BLOCK_MULTIPLE:
+            given = extra_args(model).last("--block-size")
             yield Hit(
                 f"models[{i}] --block-size {block} is not a multiple of {CPU_BLOCK_MULTIPLE} (vLLM CPU)",
-                ("models", i, "extraArgs"),
+                ("models", i, "extraArgs", *([given.index] if given else [])),
             )
         if (multiprocess or native) and isinstance(chunk, int) and chunk % block:
             yield Hit(

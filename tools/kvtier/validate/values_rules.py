@@ -10,6 +10,7 @@ from typing import Any
 
 from kvtier.errors import UserError
 from kvtier.plan.inputs import MIN_L1_GIB, l1_budget_gib
+from kvtier.upstream import vllm_args
 from kvtier.validate.rules import Hit, ValuesContext, rule
 
 # Settings that must be identical in every engine pod for cross-pod hits (DESIGN.md section 4); the
@@ -22,14 +23,6 @@ INVARIANT_ENV = (
     "LMCACHE_PRE_CACHING_HASH_ALGORITHM",
     "LMCACHE_CONFIG_FILE",
     "LMCACHE_LOCAL_DISK",
-)
-# vLLM arguments the chart derives from `cache` and `models[].model` for every replica.
-INVARIANT_ARGS = (
-    "--kv-transfer-config",
-    "--prefix-caching-hash-algo",
-    "--served-model-name",
-    "--enable-prefix-caching",
-    "--no-enable-prefix-caching",
 )
 # What models serving the same weights must agree on: they read and write the same L2 keys.
 SAME_MODEL_KEYS = ("dtype", "gpusPerReplica", "image")
@@ -70,23 +63,15 @@ def model_entries(values: dict[str, Any]) -> Iterator[tuple[int, dict[str, Any]]
         yield from ((i, m) for i, m in enumerate(models) if isinstance(m, dict))
 
 
-def arg_value(args: Any, flag: str) -> str | None:
-    """Value of `--flag V` or `--flag=V` in an extraArgs list."""
-    if not isinstance(args, list):
-        return None
-    items = [str(a) for a in args]
-    for i, arg in enumerate(items):
-        if arg.startswith(flag + "="):
-            return arg.split("=", 1)[1]
-        if arg == flag and i + 1 < len(items):
-            return items[i + 1]
-    return None
+def extra_args(model: dict[str, Any]) -> vllm_args.Argv:
+    """A model's extraArgs as vLLM reads them (none when they are not a list: the schema reports that)."""
+    args = model.get("extraArgs")
+    return vllm_args.read(args if isinstance(args, list) else [])
 
 
 def tensor_parallel_arg(model: dict[str, Any]) -> str | None:
-    """The tensor parallel size a model's extraArgs give (long or short flag), if any."""
-    args = model.get("extraArgs")
-    return arg_value(args, "--tensor-parallel-size") or arg_value(args, "-tp")
+    """The tensor parallel size a model's extraArgs give (in any spelling vLLM takes), if any."""
+    return extra_args(model).value("--tensor-parallel-size")
 
 
 def _env_names(env: Any) -> Iterator[tuple[int | str, str]]:
@@ -114,7 +99,8 @@ def hash_seed(ctx: ValuesContext) -> Iterator[Hit]:
 @rule(
     "crosspod-no-override",
     reason="a model that overrides a cache invariant (hash seed, chunk size, L2 URL/serde) stops sharing KV",
-    remedy="set the invariant once under cache: and remove the per-model env var or argument",
+    remedy="set the invariant once under cache: and remove the per-model env var (engine-args-reserved "
+    "does the same for vLLM flags)",
 )
 def no_override(ctx: ValuesContext) -> Iterator[Hit]:
     for key, name in _env_names(lookup(ctx.values, "engine", "extraEnv")):
@@ -128,12 +114,6 @@ def no_override(ctx: ValuesContext) -> Iterator[Hit]:
             if name in INVARIANT_ENV:
                 yield Hit(
                     f"models[{i}] sets {name}, which the chart derives from cache:", ("models", i, "env", key)
-                )
-        for flag in INVARIANT_ARGS:
-            if arg_value(model.get("extraArgs"), flag) is not None or flag in (model.get("extraArgs") or []):
-                yield Hit(
-                    f"models[{i}].extraArgs sets {flag}, which the chart sets for every replica",
-                    ("models", i, "extraArgs"),
                 )
 
 
@@ -157,12 +137,14 @@ def same_model(ctx: ValuesContext) -> Iterator[Hit]:
                     f"({other.get(key)!r}), which serves the same model {name!r}",
                     ("models", i, key),
                 )
+        mine, theirs = extra_args(model), extra_args(other)
         for flag in SAME_MODEL_ARGS:
-            a, b = arg_value(model.get("extraArgs"), flag), arg_value(other.get("extraArgs"), flag)
+            a, b = mine.value(flag), theirs.value(flag)
             if a != b:
+                setting = mine.last(flag)
                 yield Hit(
                     f"models[{i}] {flag} {a!r} differs from models[{j}] ({b!r}) for {name!r}",
-                    ("models", i, "extraArgs"),
+                    ("models", i, "extraArgs", *([setting.index] if setting else [])),
                 )
 
 
@@ -209,11 +191,11 @@ def l1_fits(ctx: ValuesContext) -> Iterator[Hit]:
 def tp_equals_gpus(ctx: ValuesContext) -> Iterator[Hit]:
     for i, model in model_entries(ctx.values):
         gpus = model.get("gpusPerReplica", 1)
-        tp = tensor_parallel_arg(model)
-        if tp is not None and str(tp) != str(gpus):
+        tp = extra_args(model).last("--tensor-parallel-size")
+        if tp is not None and tp.value is not None and tp.value != str(gpus):
             yield Hit(
-                f"models[{i}] --tensor-parallel-size {tp} != gpusPerReplica {gpus}",
-                ("models", i, "extraArgs"),
+                f"models[{i}] --tensor-parallel-size {tp.value} != gpusPerReplica {gpus}",
+                ("models", i, "extraArgs", tp.index),
             )
         for kind in ("limits", "requests"):
             declared = lookup(model, "resources", kind, "nvidia.com/gpu")

@@ -18,6 +18,7 @@ from typing import Any
 
 from kvtier.engine_rig import rig
 from kvtier.engine_rig.errors import RigError
+from kvtier.upstream import vllm_args
 from kvtier.validate.findings import VLLM, Finding
 from kvtier.validate.loader import KeyPath, Loaded, format_path
 
@@ -93,9 +94,11 @@ def _key(flag: str, model_name: str, loaded: Loaded) -> KeyPath:
         (i for i, m in enumerate(models or []) if isinstance(m, dict) and m.get("name") == model_name), None
     )
     if index is not None:
-        extra = models[index].get("extraArgs") or []  # type: ignore[index]
-        if any(str(a) == flag or str(a).startswith(flag + "=") for a in extra):
-            return ("models", index, "extraArgs")
+        extra = models[index].get("extraArgs")  # type: ignore[index]
+        view = vllm_args.read(extra if isinstance(extra, list) else [])
+        named = view.last(flag) or next((s for s in reversed(view.settings) if s.name == flag), None)
+        if named is not None:  # the item vLLM names, in whatever spelling the user wrote it
+            return ("models", index, "extraArgs", named.index)
     target = FLAG_KEYS.get(flag)
     if isinstance(target, tuple):
         return target
