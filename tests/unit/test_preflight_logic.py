@@ -18,6 +18,7 @@ from kvtier.preflight.hyperpod_checks import unknown_fields
 from kvtier.preflight.model import Result
 from kvtier.preflight.report import as_json
 from kvtier.preflight.rules import RULES
+from kvtier.validate import loader, merge
 
 
 def test_every_rule_has_a_check_reason_and_remedy() -> None:
@@ -26,11 +27,15 @@ def test_every_rule_has_a_check_reason_and_remedy() -> None:
         assert rule.reason and rule.remedy, rule.id
 
 
-def test_merge_follows_helm_maps_merge_lists_replace() -> None:
-    base = {"a": {"b": 1, "c": [1, 2]}, "d": 1}
-    merged = inputs.merge(base, {"a": {"c": [3]}, "e": 2})
-    assert merged == {"a": {"b": 1, "c": [3]}, "d": 1, "e": 2}
-    assert base["a"]["c"] == [1, 2], "the base is not modified"
+def test_effective_values_are_validates_own(tmp_path) -> None:
+    """One merge for the toolkit: preflight sees exactly what validate's layers see (Helm's coalescing,
+    measured against the real Helm in tests/charts/test_helm_values.py)."""
+    file = tmp_path / "env.yaml"
+    file.write_text("engine:\n  image:\n    tag: v9\n  shmSize: null\ncurvine:\n  master:\n    replicas: 3\n")
+    values = inputs.effective_values(file)
+    assert values == merge.effective(loader.load(file).data)
+    assert values["engine"]["image"]["tag"] == "v9" and values["engine"]["image"]["repository"]
+    assert "shmSize" not in values["engine"], "a null removes the chart's default"
 
 
 def test_effective_values_fill_defaults_under_the_file(tmp_path) -> None:

@@ -9,7 +9,8 @@ import pytest
 
 from kvtier import paths
 from kvtier.generate import derived
-from kvtier.validate import loader, schema_check
+from kvtier.validate import loader, merge, schema_check
+from kvtier.validate.origins import Origins
 
 SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -62,10 +63,22 @@ def schema_file(tmp_path: Path) -> Path:
     return path
 
 
+def alone(loaded: loader.Loaded, schema_file: Path | None = None) -> list[schema_check.Finding]:
+    """A file's own values against a schema: a chart without defaults or dependencies."""
+    bare = merge.Chart(merge.UMBRELLA, merge.UMBRELLA, {})
+    return schema_check.check(merge.Effective(loaded.data, bare), Origins([loaded], bare), schema_file)
+
+
+def as_helm(loaded: loader.Loaded) -> list[schema_check.Finding]:
+    """A file as Helm validates it: coalesced with the charts' defaults, every enabled chart's schema."""
+    effective = merge.compute(loaded.data)
+    return schema_check.check(effective, Origins([loaded], effective.chart))
+
+
 def _check(tmp_path: Path, schema_file: Path, text: str) -> list[schema_check.Finding]:
     values = tmp_path / "env.yaml"
     values.write_text(text)
-    return schema_check.check(loader.load(values), schema_file)
+    return alone(loader.load(values), schema_file)
 
 
 def test_all_errors_at_once_with_positions_and_suggestions(tmp_path: Path, schema_file: Path) -> None:
@@ -100,15 +113,16 @@ def test_real_umbrella_schema_accepts_every_environment(need) -> None:
     files = sorted(paths.VALUES.glob("*.yaml"))
     need(bool(files), "no environment files in values/ yet")
     for path in files:
-        assert schema_check.check(loader.load(path)) == [], path
+        assert as_helm(loader.load(path)) == [], path
 
 
 def test_real_umbrella_schema_names_a_typo(tmp_path: Path, need) -> None:
     need((paths.SCHEMA / "kv-tiered-inference.values.schema.json").is_file(), "no umbrella schema yet")
     values = tmp_path / "env.yaml"
     values.write_text("cache:\n  chunkSzie: 256\n")
-    [finding] = schema_check.check(loader.load(values))
+    [finding] = as_helm(loader.load(values))
     assert finding.path == "cache.chunkSzie" and finding.suggestion == "did you mean 'chunkSize'?"
+    assert (finding.file, finding.line) == (str(values), 2)
 
 
 def test_charts_schema_copies_are_current() -> None:

@@ -2,44 +2,26 @@
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from kvtier import helm, paths
-from kvtier.validate import loader
+from kvtier.validate import loader, merge
 
 UMBRELLA = paths.CHARTS / "kv-tiered-inference"
-CURVINE = paths.CHARTS / "curvine"
-
-
-def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    """Helm's merge of values: maps merge key by key, anything else (lists too) is replaced."""
-    out = copy.deepcopy(base)
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
-def _defaults(chart: Path) -> dict[str, Any]:
-    file = chart / "values.yaml"
-    return (yaml.safe_load(file.read_text()) or {}) if file.is_file() else {}
 
 
 def effective_values(file: Path) -> dict[str, Any]:
-    """The values an install of `file` would see: umbrella defaults < Curvine defaults < the file."""
+    """The values an install of `file` would see, as Helm coalesces them (kvtier.validate.merge): the
+    file over the umbrella's defaults, each enabled subchart's defaults under the umbrella's block."""
     data = loader.load(file).data or {}
     if not isinstance(data, dict):
         from kvtier.errors import UserError
 
         raise UserError(f"{file}:1:1: a values file must be a mapping of keys, got {type(data).__name__}")
-    defaults = merge(_defaults(UMBRELLA), {"curvine": _defaults(CURVINE)})
-    return merge(defaults, data)
+    return merge.effective(data)
 
 
 def render(

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Iterator
 from kvtier.validate import (  # noqa: F401
     backend_rules,
     crosspod,
+    engine_args_rules,
     engine_rules,
     eviction_rules,
     hyperpod_rules,
@@ -44,18 +45,17 @@ def run_values(
                 raise
             not_run.append(r.id)
             continue
+        origins = ctx.where()
         for hit in hits:
-            in_file = any(hit.path[:n] in ctx.loaded.marks for n in range(len(hit.path), 0, -1))
-            line, col = ctx.loaded.where(hit.path) if in_file else (None, None)
-            message = hit.message if in_file else f"{hit.message} (from the chart defaults)"
+            spot = origins.at(hit.path)
             out.append(
                 Finding(
                     r.check_name,
                     r.id,
-                    message,
-                    str(ctx.loaded.path),
-                    line,
-                    col,
+                    f"{hit.message} ({spot.note})" if spot.note else hit.message,
+                    spot.file,
+                    spot.line,
+                    spot.column,
                     format_path(hit.path),
                     suggestion=r.remedy,
                     reason=r.reason,

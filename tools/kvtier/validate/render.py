@@ -77,9 +77,16 @@ def clean_error(stderr: str) -> str:
 
 
 def command(
-    values_file: Path, major: int, release: str, namespace: str, kube_version: str, chart: Path | None = None
+    values_file: Path,
+    major: int,
+    release: str,
+    namespace: str,
+    kube_version: str,
+    chart: Path | None = None,
+    overlay: Sequence[str] = (),
 ) -> list[str]:
-    """The `helm template` command line of one render (also what benchmarks/validate_bench.py times)."""
+    """The `helm template` command line of one render (also what benchmarks/validate_bench.py times);
+    `overlay`: more -f and --set arguments after the environment's file (Options.overlay)."""
     chart = chart or paths.CHARTS / UMBRELLA
     return [
         str(toolchain.helm(major)),
@@ -88,6 +95,7 @@ def command(
         str(chart),
         "-f",
         str(values_file),
+        *overlay,
         "--namespace",
         namespace,
         "--kube-version",
@@ -96,11 +104,17 @@ def command(
 
 
 def render(
-    values_file: Path, major: int, release: str, namespace: str, kube_version: str, chart: Path | None = None
+    values_file: Path,
+    major: int,
+    release: str,
+    namespace: str,
+    kube_version: str,
+    chart: Path | None = None,
+    overlay: Sequence[str] = (),
 ) -> Render:
     try:
         run = subprocess.run(
-            command(values_file, major, release, namespace, kube_version, chart),
+            command(values_file, major, release, namespace, kube_version, chart, overlay),
             capture_output=True,
             text=True,
             timeout=TIMEOUT_S,
@@ -125,7 +139,13 @@ class Started:
 
 
 def start(
-    files: Sequence[Path], majors: Sequence[int], release: str, namespace: str, kube_version: str, jobs: int
+    files: Sequence[Path],
+    majors: Sequence[int],
+    release: str,
+    namespace: str,
+    kube_version: str,
+    jobs: int,
+    overlay: Sequence[str] = (),
 ) -> Started:
     """Start rendering every file with every major, `jobs` Helm processes at a time, and return at once:
     Helm runs while the caller imports and runs the in-process checks."""
@@ -134,7 +154,10 @@ def start(
         return Started(problem, [[] for _ in files])
     pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="helm")
     pending = [
-        [pool.submit(render, path, major, release, namespace, kube_version) for major in majors]
+        [
+            pool.submit(render, path, major, release, namespace, kube_version, None, overlay)
+            for major in majors
+        ]
         for path in files
     ]
     pool.shutdown(wait=False)  # the queue still runs to the end; the workers exit after it

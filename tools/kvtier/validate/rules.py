@@ -16,6 +16,7 @@ from typing import Any
 
 from kvtier.validate.findings import RULES
 from kvtier.validate.loader import KeyPath, Loaded
+from kvtier.validate.origins import Origins
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,11 @@ class Hit:
 class ValuesContext:
     values: dict[str, Any]  # effective values: chart defaults merged with the environment file
     loaded: Loaded  # the environment file, for positions
-    deployed: dict[str, Any] | None = None  # values of the release in the cluster (--kube-context)
+    deployed: dict[str, Any] | None = None  # values of the release in the cluster (--context)
+    origins: Origins | None = None  # where each effective value comes from; None: `loaded` alone
+
+    def where(self) -> Origins:
+        return self.origins or Origins([self.loaded])
 
 
 @dataclass
