@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -51,10 +52,10 @@ def repo(tmp_path: Path, need) -> Path:
     return tmp_path
 
 
-def _kvtier_lint(repo: Path) -> subprocess.CompletedProcess[str]:
+def _kvtier_lint(repo: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "KVTIER_ROOT": str(repo), "COLUMNS": "200"}
     return subprocess.run(
-        [sys.executable, "-m", "kvtier.cli", "lint", "--ct"],
+        [sys.executable, "-m", "kvtier.cli", "lint", *(argv or ("--ct",))],
         cwd=repo,
         env=env,
         capture_output=True,
@@ -138,3 +139,14 @@ def test_bundle_charts_pass_kvtier_lint_and_real_ct_lint(need) -> None:
     remote, branch, _ = lint.target_ref()
     ct = lint.run_ct(remote, branch)
     assert not problems and ct.returncode == 0, (problems, ct.stdout[-2000:])
+
+
+def test_output_json_gives_each_charts_steps(repo: Path) -> None:
+    (repo / "charts" / "demo" / "values.yaml").write_text("# -- greeting\ngreeting: bonjour\n")
+    run = _kvtier_lint(repo, "-o", "json")
+    report = json.loads(run.stdout)
+    assert run.returncode == 1, run.stderr
+    [demo] = report["charts"]
+    assert demo["chart"] == "demo" and demo["failed"] and report["target"]
+    assert "version 0.1.0 is not above 0.1.0" in demo["steps"]["version bump"]
+    assert demo["steps"]["yamllint"] == "ok"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import tarfile
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from kvtier import helm, paths
+from kvtier.cli import main
 from kvtier.errors import UserError
 from kvtier.publish import package
 from kvtier.publish.registry import Registry, is_loopback, tag
@@ -103,3 +105,14 @@ def test_helmignore_reading_agrees_with_helm_package(name: str, tmp_path: Path, 
     on_disk = {f for f in on_disk if not f.startswith(built)}
     assert {f for f in on_disk if packaged(f, patterns)} == in_package
     assert on_disk - in_package, "the chart has files Helm leaves out, so the comparison means something"
+
+
+def test_output_json_lists_each_chart_packaged(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["package", "--dry-run", "--chart", "curvine", "--destination", str(tmp_path), "-o", "json"]
+    code = main(argv)
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["findings"] == [], report
+    [chart] = report["charts"]
+    assert (chart["chart"], chart["action"]) == ("curvine", "packaged")
+    assert chart["version"] == chart_meta(paths.CHARTS / "curvine")["version"]
+    assert Path(chart["package"]).parent == tmp_path and Path(chart["package"]).is_file()

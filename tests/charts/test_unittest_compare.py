@@ -24,10 +24,12 @@ def tools(need) -> None:
 
 def test_agreeing_charts_exit_0_with_every_case_compared(tmp_path: Path, capsys) -> None:
     report = tmp_path / "cases.json"
-    assert main(["unittest-compare", str(CORPUS), str(paths.CHARTS / "curvine"), "--json", str(report)]) == 0
-    out = capsys.readouterr().out
-    assert "0 difference(s)" in out
+    charts = [str(CORPUS), str(paths.CHARTS / "curvine")]
+    assert main(["unittest-compare", *charts, "--json-file", str(report), "-o", "json"]) == 0
+    captured = capsys.readouterr()
+    assert "0 difference(s)" in captured.err  # with -o json stdout carries the cases only
     cases = json.loads(report.read_text())
+    assert json.loads(captured.out) == cases
     assert len(cases) > 200 and all(c["helm_unittest"] == c["plugin"] for c in cases)
     # Failures are compared by the assertions that failed, not only by the verdict.
     assert any("asserts[" in c["helm_unittest"] for c in cases if c["helm_unittest"].startswith("failed"))

@@ -34,7 +34,7 @@ def test_bench_rig_prints_and_writes_the_tier_table(tmp_path: Path, need) -> Non
         "--out",
         str(out),
     ]
-    proc = subprocess.run([*cmd, "--json"], capture_output=True, text=True, timeout=900)
+    proc = subprocess.run([*cmd, "--output", "json"], capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     printed = json.loads(proc.stdout)
     assert printed == json.loads((out / "tiers.json").read_text())

@@ -16,7 +16,7 @@ from kvtier.podscripts import kvcheck
 
 def test_smoke_passes_on_the_rig(engines: engine_rig.EngineRig, capsys: pytest.CaptureFixture[str]) -> None:
     with engines.router("prefixaware") as router:
-        argv = ["smoke", "--router-url", router, "--json"]
+        argv = ["smoke", "--router-url", router, "--output", "json"]
         argv += [arg for url in engines.urls for arg in ("--replica-url", url)]
         code = cli.main(argv)
     outcomes = {o["id"]: o for o in json.loads(capsys.readouterr().out)}

@@ -109,7 +109,7 @@ def test_execute_writes_json_csv_png(tmp_path: Path) -> None:
             out=tmp_path,
         )
         results = bench_run.execute(plan, Console(quiet=True))
-    assert results["model"] == "tiny"
+    assert results["model"] == "tiny" and results["skipped"] == []
     assert set(results["multi_turn"]) == {"cached", "uncached", "speedup"}
     assert len(results["multi_turn"]["cached"]["ttft_s"]) == 2
     assert len(results["concurrency"]["warm"]) == 2
@@ -120,6 +120,29 @@ def test_execute_writes_json_csv_png(tmp_path: Path) -> None:
     assert (tmp_path / "ttft.png").read_bytes()[:4] == b"\x89PNG"
     table = report.table(results["summary"], "t")
     assert table.row_count == 6
+
+
+@pytest.mark.parametrize("output", ["json", "table"])
+def test_one_replica_reports_the_other_replica_case_as_skipped(
+    output: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Smoke refuses one replica; bench still measures cold and warm-same, and says what it could not."""
+    replica = FakeReplica()
+    models = {("GET", "/v1/models"): as_json({"data": [{"id": "tiny"}]})}
+    argv = ["bench", "--lengths", "20", "--repeats", "1", "--turns", "0", "--out", str(tmp_path)]
+    with serve({**replica.routes(), **models}) as s:
+        code = cli.main([*argv, "--replica-url", s.url, "--output", output])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "warm-other skipped: one replica reached" in captured.err
+    saved = json.loads((tmp_path / "bench.json").read_text())
+    assert saved["skipped"] == [{"case": "warm-other", "reason": bench_run.ONE_REPLICA}]
+    assert [r["case"] for r in saved["summary"]] == ["cold", "warm-same"]
+    if output == "json":
+        assert json.loads(captured.out)["skipped"] == saved["skipped"]
+    else:
+        row = next(line for line in captured.out.splitlines() if "warm-other" in line)
+        assert "skipped" in row and "give --replica-url twice" in " ".join(captured.out.split())
 
 
 # --- clear errors from bad endpoints (CLI exit 2, message, no traceback) -------------------------

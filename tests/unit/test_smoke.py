@@ -37,7 +37,7 @@ def router_routes() -> dict:
 
 
 def smoke_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict]:
-    code = cli.main(["smoke", "--json", *args])
+    code = cli.main(["smoke", "--output", "json", *args])
     out = capsys.readouterr().out
     return code, ({o["id"]: o for o in json.loads(out)} if out.strip() else {})
 
@@ -58,9 +58,20 @@ def test_a_failure_exits_1_with_a_remedy(capsys: pytest.CaptureFixture[str]) -> 
     assert outcomes["completion"]["status"] == "SKIP"  # no model known: not run, not failed twice
 
 
-def test_nothing_to_check_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+def test_no_urls_and_no_kubeconfig_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Without URL flags smoke goes to the cluster kubectl would use: here there is none.
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("KUBECONFIG", raising=False)
     assert cli.main(["smoke"]) == 2
-    assert "nothing to check" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no kubeconfig: ~/.kube/config does not exist" in err and "--router-url" in err
+
+
+def test_url_and_cluster_flags_exclude_each_other(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["smoke", "--router-url", "http://127.0.0.1:1", "--context", "prod"]) == 2
+    assert "--context reach a cluster" in capsys.readouterr().err
 
 
 def test_one_replica_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

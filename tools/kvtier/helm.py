@@ -7,6 +7,8 @@ from pathlib import Path
 
 from kvtier import toolchain
 
+PINNED_MAJORS = (3, 4)  # the Helms toolchain/versions.env pins
+
 
 def run(
     args: list[str], *, major: int = 3, check: bool = False, timeout: int = 300
@@ -46,6 +48,9 @@ def majors(option: str) -> tuple[int, ...]:
     from kvtier.errors import UserError
 
     try:
-        return tuple(int(m) for m in option.split(",") if m.strip())
+        chosen = tuple(int(m) for m in option.split(",") if m.strip())
     except ValueError:
-        raise UserError(f"--helm {option!r}: expected majors like 3,4") from None
+        chosen = ()
+    if not chosen or not set(chosen) <= set(PINNED_MAJORS):
+        raise UserError(f"--helm {option!r}: expected pinned Helm majors like 3 or 3,4") from None
+    return chosen

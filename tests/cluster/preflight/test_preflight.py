@@ -218,7 +218,7 @@ def test_standalone_skips_the_hyperpod_checks(env: Path, ns: str, kube_rest: Res
 
 def test_cli_json_and_exit_codes(env: Path, make_namespace, kube_cluster: Path, capsys) -> None:
     restricted = make_namespace("preflight-cli", enforce="restricted")
-    code = main(["preflight", str(env), "--kubeconfig", str(kube_cluster), "-n", restricted, "--json"])
+    code = main(["preflight", str(env), "--kubeconfig", str(kube_cluster), "-n", restricted, "-o", "json"])
     report = json.loads(capsys.readouterr().out)
     assert code == exitcodes.FINDINGS
     failed = {c["id"] for c in report["checks"] if c["status"] == "fail"}

@@ -48,7 +48,8 @@ def _median_or_none(values: Sequence[float | None]) -> float | None:
     return summarize(known).median if known else None
 
 
-def table(rows: Sequence[dict[str, Any]], title: str) -> Table:
+def table(rows: Sequence[dict[str, Any]], title: str, skipped: Sequence[dict[str, str]] = ()) -> Table:
+    """The summary rows, then one row per case not measured, with why."""
     out = Table(title=title)
     for name in ("case", "tokens", "n", "TTFT min", "median", "max", "speed-up", "L0 hit", "L1/L2 hit"):
         out.add_column(name, justify="left" if name == "case" else "right")
@@ -64,6 +65,10 @@ def table(rows: Sequence[dict[str, Any]], title: str) -> Table:
             _tokens(r["l0_hit_tokens"]),
             _tokens(r["l1_l2_hit_tokens"]),
         )
+    for case in skipped:
+        out.add_row(case["case"], "-", "0", "skipped", "", "", "", "", "")
+    if skipped:
+        out.caption = "; ".join(f"{c['case']} skipped: {c['reason']}" for c in skipped)
     return out
 
 

@@ -15,6 +15,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from kvtier.bench import methodology, prompts, report
 from kvtier.podscripts import kvcheck
 
+ONE_REPLICA = (
+    "one replica reached: the other-replica case (a prompt cached on A, sent to B) needs two; "
+    "give --replica-url twice, or scale the release's engines to two Ready replicas"
+)
+
 
 @dataclass
 class BenchPlan:
@@ -29,6 +34,12 @@ class BenchPlan:
     concurrency: int = 0
     out: Path = Path("bench-results")
     timeout: float = methodology.DEFAULT_TIMEOUT
+
+    def skipped(self) -> list[dict[str, str]]:
+        """The cases this plan cannot measure, each with why (a table row and a JSON entry, not a gap)."""
+        if len(self.replicas) >= 2:
+            return []
+        return [{"case": "warm-other", "reason": ONE_REPLICA}]
 
     def steps(self) -> int:
         cases = 2 + min(1, len(self.replicas) - 1)
@@ -61,6 +72,9 @@ def execute(plan: BenchPlan, console: Console) -> dict[str, Any]:
     count = tokenizer_for(plan, model, console)
     results: dict[str, Any] = {"model": model, "replicas": [asdict(r) for r in plan.replicas]}
     results["started"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    results["skipped"] = plan.skipped()
+    for skipped in results["skipped"]:
+        console.print(f"[yellow]{skipped['case']} skipped: {skipped['reason']}", highlight=False)
     columns = (TextColumn("{task.description:<32}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as progress:
         task = progress.add_task("bench", total=plan.steps())

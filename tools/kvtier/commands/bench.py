@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from kvtier import exitcodes
+from kvtier import cliopts, exitcodes
 from kvtier.bench import methodology, report
 from kvtier.bench import run as bench_run
 from kvtier.engine_rig import tiers
@@ -19,15 +19,30 @@ from kvtier.errors import UserError
 from kvtier.podscripts import kvcheck
 from kvtier.smoke import reach
 
+MAX_TOKENS = 2**20  # longer than any served context; a typo (an extra 0s) would build a huge prompt
+
 
 def _lengths(text: str) -> list[int]:
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: expected token counts like 500,1000,2000") from None
-    if not values or min(values) < 2:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected positive token counts like 500,1000,2000")
+    if not values or min(values) < 2 or max(values) > MAX_TOKENS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected token counts from 2 to {MAX_TOKENS} like 500,1000,2000"
+        )
     return values
+
+
+def _out_folder(out: Path) -> Path:
+    """--out, created now: a bad folder is said before minutes of measuring, not after."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UserError(
+            f"--out {out}: cannot create the results folder ({error.strerror or error})"
+        ) from None
+    return out
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -69,17 +84,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--timeout", type=float, default=methodology.DEFAULT_TIMEOUT, help="seconds per request"
     )
-    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    cliopts.add_output(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.repeats < 1 or args.turns < 0 or args.concurrency < 0:
         raise UserError("--repeats must be >= 1, --turns and --concurrency >= 0")
+    if not args.timeout > 0:
+        raise UserError(f"--timeout must be a positive number of seconds, got {args.timeout}")
+    if args.concurrency > 256:
+        raise UserError(f"--concurrency {args.concurrency}: at most 256 simultaneous clients")
     console = Console(stderr=True)
     if args.rig:
         return _run_rig(args, console)
     with ExitStack() as stack:
+        _out_folder(args.out)
         router, urls = _endpoints(args, stack)
         replicas = methodology.replicas_for(urls)
         plan = bench_run.BenchPlan(
@@ -90,10 +110,10 @@ def run(args: argparse.Namespace) -> int:
             results = bench_run.execute(plan, console)
         except kvcheck.CheckError as error:
             raise UserError(f"benchmark stopped: {error}") from None
-    if args.json:
+    if args.output == "json":
         print(json.dumps(results, indent=2))
     else:
-        Console().print(report.table(results["summary"], f"TTFT ({results['model']})"))
+        Console().print(report.table(results["summary"], f"TTFT ({results['model']})", results["skipped"]))
         if "multi_turn" in results:
             mt = results["multi_turn"]
             console.print(
@@ -105,22 +125,33 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _endpoints(args: argparse.Namespace, stack: ExitStack) -> tuple[str | None, list[str]]:
-    if args.kubeconfig:
-        reached = reach.reach_from_args(args, stack)
-        return reached.router, reached.replicas
-    if not args.replica_url:
-        raise UserError("give --replica-url (twice: replicas A and B) or --kubeconfig")
-    return args.router_url, list(args.replica_url)
+    """URL mode with --router-url/--replica-url; else the release in the kubeconfig's cluster."""
+    if args.router_url or args.replica_url:
+        if reach.cluster_flags_given(args):
+            raise UserError(
+                f"{', '.join(reach.cluster_flags_given(args))} reach a cluster, --router-url/--replica-url "
+                "name URLs: give one kind"
+            )
+        if not args.replica_url:
+            raise UserError(
+                "--router-url needs --replica-url too (twice: replicas A and B), for the TTFT sweep"
+            )
+        return args.router_url, list(args.replica_url)
+    reached = reach.reach_from_args(args, stack)
+    return reached.router, reached.replicas
 
 
 def _run_rig(args: argparse.Namespace, console: Console) -> int:
     """--rig: the L0/L1/L2 table of the tiered CPU rig, its JSON and its plot."""
-    if args.replica_url or args.router_url or args.kubeconfig:
+    if args.replica_url or args.router_url or reach.cluster_flags_given(args):
         raise UserError(
-            "--rig starts its own replicas: leave out --replica-url, --router-url and --kubeconfig"
+            "--rig starts its own replicas: leave out --replica-url, --router-url and the cluster flags"
         )
-    if args.words < 300:
-        raise UserError(f"--words {args.words}: a prompt needs at least one whole chunk (use >= 300)")
+    if not 300 <= args.words <= MAX_TOKENS:
+        raise UserError(
+            f"--words {args.words}: a prompt needs at least one whole chunk (use 300 to {MAX_TOKENS})"
+        )
+    _out_folder(args.out)
 
     def log(line: str) -> None:
         console.print(line, markup=False)
@@ -133,10 +164,9 @@ def _run_rig(args: argparse.Namespace, console: Console) -> int:
             result = tiers.measure_tiers(rig, words=args.words, repeats=args.repeats)
     except (RigError, kvcheck.CheckError) as error:
         raise UserError(f"the CPU rig could not run: {error}") from None
-    args.out.mkdir(parents=True, exist_ok=True)
     report.write_json(args.out / "tiers.json", result)
     report.plot_tiers(args.out / "tiers.png", result)
-    if args.json:
+    if args.output == "json":
         print(json.dumps(result, indent=2))
     else:
         Console().print(report.tiers_table(result))

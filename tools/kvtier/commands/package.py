@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
 import sys
 from pathlib import Path
 
-from kvtier import exitcodes, paths
+from kvtier import cliopts, exitcodes, paths
 from kvtier.publish import package
 from kvtier.publish.registry import Registry
+
+
+def _chart(name: str) -> str:
+    if not name.strip():
+        raise argparse.ArgumentTypeError(
+            "an empty chart name; give a folder name under charts/ (e.g. curvine)"
+        )
+    return name
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -25,7 +35,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=os.environ.get("KVTIER_REGISTRY"),
         help="oci://HOST[:PORT]/PATH to push to (env KVTIER_REGISTRY)",
     )
-    parser.add_argument("--chart", action="append", help="publish only this chart (repeatable; default: all)")
+    parser.add_argument(
+        "--chart", type=_chart, action="append", help="publish only this chart (repeatable; default: all)"
+    )
     parser.add_argument(
         "--dry-run", action="store_true", help="check, package and look up the registry, but push nothing"
     )
@@ -49,6 +61,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--destination", type=Path, default=paths.ROOT / "dist" / "charts", help="where the .tgz files go"
     )
+    cliopts.add_output(parser, json_alias=False)
     parser.set_defaults(func=run)
 
 
@@ -63,7 +76,13 @@ def run(args: argparse.Namespace) -> int:
     )
     for finding in findings:
         print(finding, file=sys.stderr)
-    if outcomes:
+    if args.output == "json":
+        rows = [{**dataclasses.asdict(o), "package": str(o.package)} for o in outcomes]
+        problems = [
+            {"rule": f.rule, "file": str(f.path), "line": f.line, "message": f.message} for f in findings
+        ]
+        print(json.dumps({"charts": rows, "findings": problems}, indent=2))
+    elif outcomes:
         width = max(len(o.chart) for o in outcomes)
         for o in outcomes:
             where = o.reference or str(o.package)

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kvtier import exitcodes
+from kvtier import cliopts, exitcodes
 from kvtier.errors import UserError
 from kvtier.plan import capacity, report, result
 from kvtier.plan import inputs as plan_inputs
@@ -73,7 +73,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="compare predicted speedups with the reference deployment's measurements",
     )
-    p.add_argument("--output", choices=("table", "json"), default="table")
+    cliopts.add_output(p, json_alias=False)
     p.set_defaults(func=run)
 
 
@@ -122,10 +122,33 @@ def _timing(args: argparse.Namespace) -> capacity.Timing:
     return timing
 
 
+def _environment(path: Path) -> dict[str, Any]:
+    """The file's effective values (chart defaults + the file), refused when the schema finds a wrong
+    type or range: the planner reads numbers and sizes from them and must not guess."""
+    from kvtier.validate import pipeline
+    from kvtier.validate.findings import SCHEMA
+    from kvtier.validate.options import Options
+
+    loaded = loader.load(path)
+    report = pipeline.check_loaded(loaded, Options(render=False))
+    # Wrong types and out-of-range values would make wrong sizes; a missing key (the model's source,
+    # say) is validate's business: the planner falls back to the chart's defaults for what it reads.
+    errors = [
+        f
+        for f in report.findings
+        if f.check == SCHEMA and f.severity == "error" and f.rule != "schema.required"
+    ]
+    if errors:
+        shown = "; ".join(f"{f.location()}: {f.path or '(top level)'}: {f.message}" for f in errors[:3])
+        more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+        raise UserError(f"{shown}{more}; `kvtier validate {path}` lists every problem with its fix")
+    return merge.effective(loaded.data)
+
+
 def compute(args: argparse.Namespace) -> dict[str, Any]:
     spec = _spec(args)
     if args.file:
-        values = merge.effective(loader.load(args.file).data)  # chart defaults + the environment
+        values = _environment(args.file)
         inputs = plan_inputs.deployments(values, spec, args.gpu_memory_gib, str(args.file))
     elif spec:
         inputs = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from kvtier import preflight
+from kvtier import cliopts, preflight
 from kvtier.errors import UserError
 from kvtier.preflight import inputs, report
 
@@ -13,29 +13,26 @@ from kvtier.preflight import inputs, report
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("preflight", help="check a live cluster before installing an environment")
     parser.add_argument("file", type=Path, help="the environment's values file (e.g. values/<env>.yaml)")
-    parser.add_argument("--context", help="kubeconfig context (default: the current one)")
-    parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+    cliopts.add_cluster(parser, "the namespace to install into")
     parser.add_argument("--release", default="kvtier", help="Helm release name (default: %(default)s)")
-    parser.add_argument(
-        "-n", "--namespace", default="default", help="release namespace (default: %(default)s)"
-    )
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    cliopts.add_output(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.file.is_file():
+    if not args.file.exists():
         raise UserError(f"{args.file}: no such values file (expected e.g. values/<environment>.yaml)")
     inputs.effective_values(args.file)  # a broken values file is reported before any cluster is contacted
-    rest = preflight.connect(args.kubeconfig, args.context)
-    results = preflight.run(args.file, args.release, args.namespace, rest)
-    if args.json:
+    kube = cliopts.resolve(args)
+    rest = preflight.connect(kube.kubeconfig, kube.context)
+    results = preflight.run(args.file, args.release, kube.namespace, rest)
+    if args.output == "json":
         print(
             report.as_json(
                 results,
                 file=str(args.file),
                 release=args.release,
-                namespace=args.namespace,
+                namespace=kube.namespace,
                 server=rest.host,
             )
         )

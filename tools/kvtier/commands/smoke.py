@@ -1,4 +1,4 @@
-"""`kvtier smoke`: post-install checks against a cluster (kubeconfig) or given URLs."""
+"""`kvtier smoke`: post-install checks against given URLs, else a release in the kubeconfig's cluster."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from contextlib import ExitStack
 
 from rich.console import Console
 
-from kvtier import exitcodes
+from kvtier import cliopts, exitcodes
 from kvtier.errors import UserError
 from kvtier.smoke import checks, reach, report
 
@@ -17,8 +17,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "smoke",
         help="post-install checks: router, completion, cross-pod L2 hit, L2 files, Curvine workers",
-        description="The checks the charts' `helm test` pods run (kvcheck.py), against URLs or a "
-        "cluster reached through the API server's port-forward.",
+        description="The checks the charts' `helm test` pods run (kvcheck.py) and a completion through the "
+        "router: against URLs (no kubeconfig is read), else against the release in the cluster kubectl "
+        "would use, reached through the API server's port-forward.",
     )
     urls = parser.add_argument_group("against URLs")
     urls.add_argument("--router-url", help="router base URL, e.g. http://127.0.0.1:8000")
@@ -29,21 +30,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--model", help="model name (default: the router's first)")
     parser.add_argument("--l2", choices=("auto", "on", "off"), default="auto", help="is L2 enabled?")
     parser.add_argument("--curvine-workers", type=int, default=1, help="live workers expected")
-    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    cliopts.add_output(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.kubeconfig and not (args.router_url or args.replica_url or args.curvine_url or args.l2_dir):
+    url_mode = bool(args.router_url or args.replica_url or args.curvine_url or args.l2_dir)
+    if url_mode and reach.cluster_flags_given(args):
         raise UserError(
-            "nothing to check: give --kubeconfig (a cluster) or --router-url/--replica-url (URLs)"
+            f"{', '.join(reach.cluster_flags_given(args))} reach a cluster, --router-url/--replica-url/"
+            "--curvine-url/--l2-dir name URLs: give one kind"
         )
+    if args.curvine_workers < 0:
+        raise UserError(f"--curvine-workers must be >= 0, got {args.curvine_workers}")
     console = Console(stderr=True)
     with ExitStack() as stack:
-        targets = _cluster_targets(args, stack) if args.kubeconfig else _url_targets(args)
+        targets = _url_targets(args) if url_mode else _cluster_targets(args, stack)
         with console.status("smoke") as status:
             outcomes = checks.run_checks(targets, lambda check: status.update(f"smoke: {check}"))
-    if args.json:
+    if args.output == "json":
         print(json.dumps(outcomes, indent=2, sort_keys=True))
     else:
         Console().print(report.table(outcomes))

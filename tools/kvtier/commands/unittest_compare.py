@@ -10,7 +10,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from kvtier import exitcodes, unittest_compare
+from kvtier import cliopts, exitcodes, unittest_compare
+from kvtier.errors import UserError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -27,12 +28,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--no-subchart", action="store_true", help="leave out subcharts' suites (helm-unittest's -s=false)"
     )
-    p.add_argument("--json", type=Path, metavar="FILE", help="write every case of both tools as JSON")
+    cliopts.add_output(p, json_alias=False)
+    p.add_argument(
+        "--json-file", type=Path, metavar="FILE", help="also write every case of both tools as JSON"
+    )
+    p.add_argument(
+        "--json", type=Path, dest="json_file", action=cliopts.Deprecated, replacement="--json-file"
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    console = Console(highlight=False)
+    as_json = args.output == "json"
+    # With --output json stdout carries the cases only; the per-chart lines go to stderr.
+    console = Console(highlight=False, stderr=as_json)
+    for chart in args.charts:  # every chart before the first comparison (each takes a while)
+        if not (chart / "Chart.yaml").is_file():
+            raise UserError(f"{chart} is not a chart (no Chart.yaml)")
     rows, differing = [], 0
     for chart in args.charts:
         with tempfile.TemporaryDirectory(prefix="kvtier-unittest-compare-") as work:
@@ -54,7 +66,14 @@ def run(args: argparse.Namespace) -> int:
                 "chart": str(chart), "suite": key[0], "it": key[1], "occurrence": key[2],
                 "helm_unittest": real.show() if real else None, "plugin": ours.show() if ours else None,
             })  # fmt: skip
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=1) + "\n")
+    if args.json_file:
+        try:
+            args.json_file.write_text(json.dumps(rows, indent=1) + "\n")
+        except OSError as error:
+            raise UserError(
+                f"--json-file {args.json_file}: cannot write ({error.strerror or error})"
+            ) from None
+    if as_json:
+        print(json.dumps(rows, indent=1))
     console.print(f"{len(rows)} case(s) compared, {differing} difference(s)")
     return exitcodes.FINDINGS if differing else exitcodes.OK

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import argparse
 import gc
+from pathlib import Path
 
-from kvtier import helm
+from kvtier import cliopts, helm
 from kvtier.errors import UserError
-from kvtier.validate import render
+from kvtier.validate import render, setvalues
 from kvtier.validate.options import DEFAULT_MINORS, POD_SECURITY_LEVELS, Options, collect
 
 
@@ -46,7 +47,31 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "paths", nargs="*", metavar="FILE|DIR", help="values files or directories (default: values/)"
     )
-    p.add_argument("--output", choices=("table", "json"), default="table", help="report format")
+    p.add_argument(
+        "-f",
+        "--values",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="FILE",
+        help="a values file layered over each environment, as `helm install -f` (repeatable, in order); "
+        "without FILE|DIR the first one is the environment",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set values as `helm --set` does, after the files (repeatable; a.b=c,list[0]=x,l={a,b})",
+    )
+    p.add_argument(
+        "--set-string",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="as --set, every value a string (Helm applies these after every --set)",
+    )
+    cliopts.add_output(p, json_alias=False)
     p.add_argument("--no-render", action="store_true", help="only the schema and rules layers (no Helm)")
     p.add_argument(
         "--list-rules",
@@ -61,14 +86,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="Kubernetes minors whose schemas the renders must pass (default 1.30-1.35)",
     )
     p.add_argument("--release", default="kvtier", help="release name used to render (and to look up)")
-    p.add_argument("--namespace", default="kvtier", help="release namespace")
-    p.add_argument("--kube-context", help="compare with the release deployed in this kubeconfig context")
-    p.add_argument("--kubeconfig", help="kubeconfig file for --kube-context")
+    cluster = p.add_argument_group(
+        "a cluster (only with --context or --kubeconfig: then the deployed release is compared, and "
+        "--server judges there; without them nothing reads a kubeconfig)"
+    )
+    cliopts.add_cluster(cluster, "the release's namespace (without a cluster: default)")
     p.add_argument(
         "--server",
         action="store_true",
         help="dry-run every rendered object on an API server (server-side apply, dryRun=All): the "
-        "--kube-context cluster, else the local control plane (started for the run if not running)",
+        "--context cluster, else the local control plane (started for the run if not running)",
     )
     p.add_argument(
         "--vllm",
@@ -110,18 +137,31 @@ def _list_rules(output: str) -> int:
     return 0
 
 
+def _environments(paths: list[str], values: list[Path]) -> tuple[list[Path], tuple[Path, ...]]:
+    """(the environments, the -f files layered over each): without FILE|DIR, the first -f file is the
+    one environment (`helm install -f a.yaml -f b.yaml`)."""
+    for extra in values:
+        if not extra.is_file():
+            raise UserError(f"-f {extra}: no such values file")
+    if values and not paths:
+        return [values[0]], tuple(values[1:])
+    return collect(paths), tuple(values)
+
+
 def _run(args: argparse.Namespace) -> int:
     if args.list_rules:
         return _list_rules(args.output)
     majors = helm.majors(args.helm)
+    # A cluster only when one is named: a plain run stays offline and reads no kubeconfig.
+    kube = cliopts.resolve(args) if args.context or args.kubeconfig else None
     options = Options(
         render=not args.no_render,
         helm_majors=majors,
         minors=args.kube_versions,
         release=args.release,
-        namespace=args.namespace,
-        kube_context=args.kube_context,
-        kubeconfig=args.kubeconfig,
+        namespace=kube.namespace if kube else cliopts.offline_namespace(args),
+        kube_context=kube.context if kube else None,
+        kubeconfig=kube.kubeconfig if kube else None,
         pod_security=dict(args.pod_security),
         jobs=max(args.jobs, 1),
         server=args.server,
@@ -129,11 +169,19 @@ def _run(args: argparse.Namespace) -> int:
     )
     if (options.server or options.vllm) and not options.render:
         raise UserError("--server and --vllm judge the rendered objects: drop --no-render")
-    files = collect(args.paths)
+    files, options.values = _environments(args.paths, args.values)
+    options.sets, options.set_strings = tuple(args.set), tuple(args.set_string)
+    setvalues.check(options.sets, options.set_strings)  # a malformed --set is a bad option: exit 2
     started = None
     if options.render:
         started = render.start(
-            files, majors, options.release, options.namespace, options.kube_version, options.jobs
+            files,
+            majors,
+            options.release,
+            options.namespace,
+            options.kube_version,
+            options.jobs,
+            options.overlay(),
         )
     from kvtier.validate import pipeline, report
 

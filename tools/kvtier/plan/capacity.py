@@ -13,13 +13,13 @@ defaults are calibrated from three reference measurements (DESIGN.md section 1):
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kvtier.errors import UserError
+from kvtier.plan import model_config
 from kvtier.plan.facts import GIB, INSTANCE_TYPES, KNOWN_MODELS, REFERENCE
 from kvtier.upstream import vllm_offload
 
@@ -50,17 +50,12 @@ class ModelSpec:
     sliding_layers: int = 0
 
     @classmethod
-    def from_hf_config(cls, name: str, cfg: dict[str, Any]) -> ModelSpec:
-        cfg = cfg.get("text_config", cfg) if "num_hidden_layers" not in cfg else cfg
-        try:
-            layers = int(cfg["num_hidden_layers"])
-            heads = int(cfg["num_attention_heads"])
-            hidden = int(cfg["hidden_size"])
-        except (KeyError, TypeError, ValueError) as error:
-            raise UserError(
-                f"model config {name}: missing or invalid {error}; expected a Hugging Face config.json "
-                "with num_hidden_layers, num_attention_heads and hidden_size"
-            ) from None
+    def from_hf_config(cls, name: str, cfg: dict[str, Any], source: str = "") -> ModelSpec:
+        """`source` names the config in errors (its file); the fields are checked before any arithmetic."""
+        cfg = model_config.checked(cfg, source or f"model config {name}")
+        layers = int(cfg["num_hidden_layers"])
+        heads = int(cfg["num_attention_heads"])
+        hidden = int(cfg["hidden_size"])
         kv_heads = int(cfg.get("num_key_value_heads") or heads)
         head_dim = int(cfg.get("head_dim") or hidden // heads)
         mla = int(cfg.get("kv_lora_rank") or 0)
@@ -133,13 +128,7 @@ def known_model(model_id: str) -> ModelSpec | None:
 
 
 def load_model_config(path: Path) -> ModelSpec:
-    try:
-        cfg = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise UserError(f"{path}: cannot read a JSON model config ({error})") from None
-    if not isinstance(cfg, dict):
-        raise UserError(f"{path}: expected a JSON object (a Hugging Face config.json)")
-    return ModelSpec.from_hf_config(path.stem, cfg)
+    return ModelSpec.from_hf_config(path.stem, model_config.read(path), str(path))
 
 
 _QUANTITY = re.compile(r"^\s*([0-9.]+)\s*([KMGTP]i?)?B?\s*$")

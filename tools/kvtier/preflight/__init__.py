@@ -38,15 +38,18 @@ assert CHECKS.keys() == RULES.keys(), "every rule has exactly one check"
 
 def connect(kubeconfig: str | None, context: str | None) -> Rest:
     """A client for the chosen kubeconfig/context, verified to answer; UserError otherwise."""
+    where = f"kubeconfig {kubeconfig or '(default)'}, context {context or '(current)'}"
+    # A malformed entry (a cluster without a server, a list where a mapping belongs) raises plain
+    # Python errors from the client's loader: all of them are the kubeconfig's, for the user to fix.
     try:
         rest = Rest.from_kubeconfig(kubeconfig, context)
-    except (config.ConfigException, OSError) as error:
-        where = f"kubeconfig {kubeconfig or '(default)'}, context {context or '(current)'}"
+    except (config.ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError) as error:
         raise UserError(f"cannot load {where}: {error}") from None
     try:
         rest.request("GET", "/version", timeout=10)
     except Exception as error:  # unreachable server, TLS, auth: all mean "not usable"
-        raise UserError(f"cannot reach the API server {rest.host}: {str(error).splitlines()[0]}") from None
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise UserError(f"cannot reach the API server {rest.host} ({where}): {first}") from None
     return rest
 
 

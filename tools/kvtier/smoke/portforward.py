@@ -14,8 +14,6 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from kvtier.errors import UserError
-
 
 def _relay(client: socket.socket, remote: Any) -> None:
     """Copy bytes both ways until either side closes."""
@@ -94,16 +92,3 @@ def listen(opener: Opener) -> Iterator[str]:
 def forward(api: Any, namespace: str, pod: str, port: int) -> contextlib.AbstractContextManager[str]:
     """http://127.0.0.1:<local port> reaching `pod`:`port` through the API server (never the pod IP)."""
     return listen(api_opener(api, namespace, pod, port))
-
-
-def core_api(kubeconfig: str, context: str | None = None) -> Any:
-    """A CoreV1Api for `kubeconfig`, or a UserError naming the file and what is wrong with it."""
-    from kubernetes import client, config
-
-    try:
-        api_client = config.new_client_from_config(config_file=kubeconfig, context=context)
-    except Exception as error:  # ConfigException, YAML errors, a missing file: all the user's to fix
-        raise UserError(
-            f"{kubeconfig}: not a usable kubeconfig ({error}); check the path and --context"
-        ) from None
-    return client.CoreV1Api(api_client)

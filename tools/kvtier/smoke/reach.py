@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kvtier import cliopts
 from kvtier.errors import UserError
 
 L2_URL_ENV = "LMCACHE_REMOTE_URL"
@@ -156,22 +157,40 @@ def reach(api: Any, namespace: str, selectors: Selectors, kvcheck_source: str) -
 
 def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     """The options `kvtier smoke` and `kvtier bench` share to reach a release in a cluster."""
-    group = parser.add_argument_group("against a cluster (pods reached through API server port-forwards)")
-    group.add_argument("--kubeconfig", help="kubeconfig file")
-    group.add_argument("--context", help="kubeconfig context")
-    group.add_argument("-n", "--namespace", default="default")
+    group = parser.add_argument_group(
+        "against a cluster (the default without URL flags; pods reached through API server port-forwards)"
+    )
+    cliopts.add_cluster(group)
     group.add_argument("--release", default="kvtier", help="Helm release name (selects its pods)")
     group.add_argument("--router-selector", help="label selector of router pods (default: the chart's)")
     group.add_argument("--engine-selector", help="label selector of engine pods (HyperPod: app=<endpoint>)")
     group.add_argument("--curvine-selector", help="label selector of Curvine master pods ('' = none)")
 
 
+CLUSTER_FLAGS = (
+    "kubeconfig",
+    "context",
+    "namespace",
+    "router_selector",
+    "engine_selector",
+    "curvine_selector",
+)
+
+
+def cluster_flags_given(args: argparse.Namespace) -> list[str]:
+    """The cluster-only flags on the command line (they make no sense with URL flags)."""
+    given = [name for name in CLUSTER_FLAGS if getattr(args, name, None) is not None]
+    return ["--" + name.replace("_", "-") for name in given]
+
+
 def reach_from_args(args: argparse.Namespace, stack: ExitStack) -> Reached:
     """Open the port-forwards the cluster options describe; they close with `stack`."""
-    from kvtier.podscripts import kvcheck
-    from kvtier.smoke.portforward import core_api
+    from kubernetes import client
 
-    api = core_api(args.kubeconfig, args.context)
+    from kvtier.podscripts import kvcheck
+
+    kube = cliopts.resolve(args, instead=", or give --router-url and --replica-url (URL mode)")
+    api = client.CoreV1Api(cliopts.api_client(kube))
     selectors = Selectors.for_release(args.release)
     selectors.router = args.router_selector or selectors.router
     selectors.engine = args.engine_selector or selectors.engine
@@ -179,8 +198,12 @@ def reach_from_args(args: argparse.Namespace, stack: ExitStack) -> Reached:
         selectors.curvine = args.curvine_selector or None
     source = Path(kvcheck.__file__).read_text()
     try:
-        return stack.enter_context(reach(api, args.namespace, selectors, source))
+        return stack.enter_context(reach(api, kube.namespace, selectors, source))
     except UserError:
         raise
     except Exception as error:  # API errors: server unreachable, forbidden, unknown namespace
-        raise UserError(f"cannot reach the release through {args.kubeconfig}: {error}") from None
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise UserError(
+            f"cannot reach release {args.release} in namespace {kube.namespace} "
+            f"(kubeconfig {kube.kubeconfig}, context {kube.context}): {first}"
+        ) from None

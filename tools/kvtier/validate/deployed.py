@@ -1,8 +1,9 @@
-"""Values of the release already deployed in a cluster (`--kube-context`), for upgrade-only rules."""
+"""Values of the release already deployed in a cluster (`--context`), for upgrade-only rules."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from typing import Any
 
@@ -27,18 +28,16 @@ def release_values(
         "--kube-context",
         context,
     ]
-    if kubeconfig:
-        command += ["--kubeconfig", kubeconfig]
+    # Through the environment: $KUBECONFIG may list several files, which Helm merges as kubectl does.
+    env = {**os.environ, "KUBECONFIG": kubeconfig} if kubeconfig else None
+    where = f"--context {context}" + (f" (kubeconfig {kubeconfig})" if kubeconfig else "")
     try:
-        run = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        run = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
     except subprocess.TimeoutExpired:
-        raise UserError(f"--kube-context {context}: the cluster did not answer within 60 s") from None
+        raise UserError(f"{where}: the cluster did not answer within 60 s") from None
     if run.returncode != 0:
         if "not found" in run.stderr:
             return None
-        raise UserError(
-            f"--kube-context {context}: cannot read release {release} in {namespace}: "
-            f"{run.stderr.strip()[:300]}"
-        )
+        raise UserError(f"{where}: cannot read release {release} in {namespace}: {run.stderr.strip()[:300]}")
     data = json.loads(run.stdout or "{}")
     return data if isinstance(data, dict) else {}

@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from kvtier import inputfiles
 from kvtier.errors import UserError
 
 MAX_BYTES = 2 * 2**20  # a values file larger than this is a mistake (a binary, a log, a dump)
@@ -104,15 +105,8 @@ class _Builder:
 
 
 def read_text(path: Path) -> str:
-    """The file's text, refusing what cannot be a values file."""
-    try:
-        size = path.stat().st_size
-        if size > MAX_BYTES:
-            raise UserError(f"{path}: {size} bytes is too large for a values file (limit {MAX_BYTES})")
-        raw = path.read_bytes()
-    except OSError as error:
-        raise UserError(f"{path}: cannot read ({error.strerror or error})") from None
-    return decode(raw, path)
+    """The file's text, refusing what cannot be a values file (a directory, a FIFO, a huge file)."""
+    return decode(inputfiles.read_bytes(path, "YAML values file", MAX_BYTES), path)
 
 
 def decode(raw: bytes, path: Path) -> str:

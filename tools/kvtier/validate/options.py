@@ -23,11 +23,24 @@ class Options:
     namespace: str = "kvtier"
     kube_context: str | None = None
     kubeconfig: str | None = None
-    server: bool = False  # dry-run the renders on an API server (--kube-context's, else a local one)
+    server: bool = False  # dry-run the renders on an API server (--context's, else a local one)
     vllm: bool = False  # judge the engines' args with the pinned vLLM in the engine venv
     pod_security: dict[str, str] = field(default_factory=dict)
     jobs: int = max(os.cpu_count() or 2, 2)
     schema_source: Path | None = None
+    # Layered over every environment, as `helm install ENV -f A -f B --set x=y` would: -f files in order,
+    # then every --set, then every --set-string (Helm's order, whatever the command line's).
+    values: tuple[Path, ...] = ()
+    sets: tuple[str, ...] = ()
+    set_strings: tuple[str, ...] = ()
+
+    def overlay(self) -> list[str]:
+        """The same layers as Helm arguments, after an environment's own `-f`."""
+        return (
+            [arg for v in self.values for arg in ("-f", str(v))]
+            + [arg for s in self.sets for arg in ("--set", s)]
+            + [arg for s in self.set_strings for arg in ("--set-string", s)]
+        )
 
     @property
     def kube_version(self) -> str:
@@ -45,8 +58,12 @@ def collect(args: list[str]) -> list[Path]:
             if not files:
                 raise UserError(f"{path}: no *.yaml values files in this directory")
             found.extend(files)
-        elif path.exists():
+        elif path.is_file():
             found.append(path)
+        elif path.exists():  # a FIFO would hang Helm's read of it
+            raise UserError(
+                f"{path}: not a regular file (a FIFO, socket or device); expected a YAML values file"
+            )
         else:
             raise UserError(f"{path}: no such file or directory")
     return found

@@ -29,6 +29,7 @@ from kvtier.validate import (
     render,
     rules,
     schema_check,
+    setvalues,
 )
 from kvtier.validate.crosspod import CROSSPOD
 from kvtier.validate.deployed import release_values
@@ -47,6 +48,7 @@ from kvtier.validate.findings import (
     Finding,
 )
 from kvtier.validate.options import Options, collect
+from kvtier.validate.origins import Origins
 
 PSS_LABEL = "pod-security.kubernetes.io/enforce"
 
@@ -57,18 +59,42 @@ def check_values(
     """Load, schema and rules layers (in-process, no Helm). Returns the report and the loaded file."""
     try:
         loaded = loader.load(path)
+        layers = [loaded, *(loader.load(extra) for extra in options.values)]
     except UserError as error:
         return FileReport(str(path), fatal=str(error)), None
-    return check_loaded(loaded, options, deployed), loaded
+    return check_loaded(loaded, options, deployed, layers), loaded
 
 
 def check_loaded(
-    loaded: loader.Loaded, options: Options, deployed: dict[str, Any] | None = None
+    loaded: loader.Loaded,
+    options: Options,
+    deployed: dict[str, Any] | None = None,
+    layers: list[loader.Loaded] | None = None,
 ) -> FileReport:
+    """The schema and rules layers on the values Helm would use: the chart defaults coalesced with
+    `layers` (the user's -f files in order; default: `loaded` alone) and the options' --set values,
+    reported under `loaded`."""
     report = FileReport(str(loaded.path))
-    schema_findings = schema_check.check(loaded, options.schema_source)
+    layers = layers or [loaded]
+    try:
+        user = setvalues.apply(
+            merge.merge_layers(*(layer.data for layer in layers)),
+            list(options.sets),
+            list(options.set_strings),
+        )
+    except UserError as error:
+        return FileReport(str(loaded.path), fatal=str(error))
+    layers = layers + setvalues.layers(options.sets, options.set_strings)
+    try:
+        effective = merge.compute(user)
+    except merge.TypeMismatch as error:  # Helm stops before its schemas: nothing else can be judged
+        report.add(SCHEMA, [_type_mismatch(error, layers)])
+        report.skip(RULES, "Helm refuses the values before any schema (type mismatch)")
+        return report
+    origins = Origins(layers, effective.chart)
+    schema_findings = schema_check.check(effective, origins, options.schema_source)
     report.add(SCHEMA, schema_findings + _stale_copies())
-    ctx = rules.ValuesContext(merge.effective(loaded.data), loaded, deployed)
+    ctx = rules.ValuesContext(effective.values, loaded, deployed, origins)
     not_run: list[str] = []
     found = catalogue.run_values(ctx, not_run=not_run if schema_findings else None)
     count = sum(1 for r in catalogue.all_rules().values() if r.scope == "values")
@@ -79,11 +105,26 @@ def check_loaded(
         else []
     )
     if options.kube_context is None and not found:
-        notes.append("deployed master count not compared (no --kube-context)")
+        notes.append("deployed master count not compared (no --context)")
     if notes:
         detail = report.checks[RULES].detail
         report.checks[RULES].detail = "; ".join([detail, *notes] if detail else notes)
     return report
+
+
+def _type_mismatch(error: merge.TypeMismatch, layers: list[loader.Loaded]) -> Finding:
+    spot = Origins(layers).at(error.path, value=True)
+    return Finding(
+        SCHEMA,
+        "schema.type",
+        f"wrong type: found {schema_check.type_name(error.found)}; Helm stops with "
+        f"'type mismatch on {error.path[-1]}'",
+        spot.file,
+        spot.line,
+        spot.column,
+        loader.format_path(error.path),
+        expected="object (a subchart's values)",
+    )
 
 
 @cache
@@ -256,7 +297,13 @@ def validate(
         return [check_values(path, options, deployed)[0] for path in files]
     if started is None:
         started = render.start(
-            files, options.helm_majors, options.release, options.namespace, options.kube_version, options.jobs
+            files,
+            options.helm_majors,
+            options.release,
+            options.namespace,
+            options.kube_version,
+            options.jobs,
+            options.overlay(),
         )
     warm = threading.Thread(target=_preload, args=(options,), daemon=True)
     warm.start()  # load schemas while Helm renders

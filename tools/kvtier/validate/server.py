@@ -125,8 +125,8 @@ def connect(
     absent = binaries.missing()
     if absent:
         raise UserError(
-            f"--server without --kube-context needs the local control plane, whose binaries are not built "
-            f"({', '.join(absent)}): run `make cluster-tools`, or give --kube-context"
+            f"--server without --context needs the local control plane, whose binaries are not built "
+            f"({', '.join(absent)}): run `make cluster-tools`, or give --context"
         )
     with sharing.shared(LOCAL_CLUSTER, LOCAL_TIMEOUT) as info:
         yield local_judge(
