@@ -19,6 +19,7 @@ import yaml
 from render import find, helm_bin, render, render_docs
 
 from kvtier import helm, paths
+from kvtier.upstream import curvine_config
 
 UMBRELLA = paths.CHARTS / "kv-tiered-inference"
 # Environments that run Curvine (values/cpu.yaml brings its own RWX claim instead).
@@ -89,6 +90,16 @@ def test_fuse_clients_load_the_rendered_config(env: Path) -> None:
     assert config["cli"]["log"]["level"] == config["log"]["level"]
     port = {p["name"]: p["containerPort"] for p in plugin["ports"]}["fuse-web"]
     assert port == config["fuse"]["web_port"]
+
+
+@pytest.mark.parametrize("env", ENVS, ids=[e.stem for e in ENVS])
+def test_cli_output_is_not_mixed_with_its_logs(env: Path) -> None:
+    """curvine-cli prints what a command returns (`fs cat`'s bytes, `report`) on stdout and logs through
+    `[cli.log]`, whose log_dir defaults to stdout too: on the real v0.4.1 with chart 0.2.1's render, INFO
+    lines came before a file's bytes (charts/curvine/README.md), so `cv fs cat F > copy` made a wrong copy."""
+    config = _config(render_docs(UMBRELLA, values=[env]))
+    assert curvine_config.log_destination(config["cli"]["log"]) == "stderr", config["cli"]["log"]
+    assert curvine_config.log_destination(config["fuse"]["log"]) == "stdout", "FUSE logs stay container logs"
 
 
 @pytest.mark.parametrize("env", ENVS, ids=[e.stem for e in ENVS])

@@ -109,3 +109,20 @@ def test_format_flags_must_be_explicitly_false(flag: str) -> None:
 def test_invalid_toml_is_a_user_error_with_position() -> None:
     with pytest.raises(UserError, match=r"values\.toml: not valid TOML: .*line 2"):
         cc.check_text("a = 1\nb = = 2\n", "values.toml")
+
+
+@pytest.mark.parametrize(
+    ("log", "where"),
+    [
+        ({}, "stdout"),  # LogConf::default: log_dir = "stdout"
+        ({"log_dir": ""}, "stdout"),
+        ({"log_dir": "STDOUT"}, "stdout"),
+        ({"log_dir": "stderr"}, "stderr"),
+        ({"log_dir": "StdErr", "file_name": "cli"}, "stderr"),
+        ({"log_dir": "/var/log/curvine"}, "/var/log/curvine/curvine.log"),
+        ({"log_dir": "/var/log/curvine", "file_name": "cli.log"}, "/var/log/curvine/cli.log"),
+        ({"log_dir": "/l", "file_name": ".log"}, "/l/curvine.log"),
+    ],
+)
+def test_log_destination_follows_curvines_logger(log: dict[str, str], where: str) -> None:
+    assert cc.log_destination(log) == where

@@ -7,8 +7,6 @@ import time
 import uuid
 from pathlib import Path
 
-import pytest
-
 from kvtier.engine_rig import processes
 
 # A child that maps a shared-memory file the way vLLM's message queues do, then sleeps until it is killed.
@@ -23,8 +21,8 @@ time.sleep(600)
 """
 
 
-@pytest.mark.skipif(not Path("/dev/shm").is_dir(), reason="no /dev/shm on this machine")
-def test_stop_removes_the_segments_the_group_mapped(tmp_path: Path) -> None:
+def test_stop_removes_the_segments_the_group_mapped(tmp_path: Path, need) -> None:
+    need(Path("/dev/shm").is_dir(), "no /dev/shm on this machine")
     segment = Path("/dev/shm") / f"kvtier-test-{uuid.uuid4().hex[:12]}"
     unrelated = Path("/dev/shm") / f"kvtier-test-{uuid.uuid4().hex[:12]}"
     unrelated.write_bytes(b"x")  # someone else's: not mapped by the group, so kept

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from kvtier import paths
 from kvtier.errors import UserError
-from kvtier.validate import loader, pipeline, schema_check
+from kvtier.validate import loader, merge, pipeline, schema_check
 
 
 def _settings(examples: int) -> settings:
@@ -33,10 +33,21 @@ SOURCES = [*sorted(paths.VALUES.glob("*.yaml")), GOOD]
 
 
 def _schema() -> dict[str, Any]:
+    # schema/ is a source of this repository, not a built prerequisite: an unusable schema is a defect here,
+    # everywhere, not a reason to skip the 400 generated cases.
     try:
         return schema_check.validator().schema
     except UserError as error:
-        pytest.skip(f"umbrella schema unusable: {error}")
+        pytest.fail(f"umbrella schema unusable: {error}", pytrace=False)
+
+
+def helm_invalid(values: dict[str, Any]) -> bool:
+    """Whether the schemas refuse these values once coalesced with the chart defaults (what Helm checks;
+    tests/charts/test_partial_overrides.py holds that against the real Helm)."""
+    try:
+        return bool(schema_check.errors(merge.compute(values)))
+    except merge.TypeMismatch:
+        return True
 
 
 def from_schema(node: Any, depth: int = 0) -> st.SearchStrategy[Any]:
@@ -106,7 +117,7 @@ def test_values_generated_from_the_schema(data: st.DataObject) -> None:
     values = data.draw(from_schema(_schema()))
     text = yaml.dump(values, Dumper=DUMPER, sort_keys=False, allow_unicode=True)
     code, report, error = _run(text)
-    valid = not list(schema_check.validator().iter_errors(values))
+    valid = not helm_invalid(values)
     if code == 2:
         assert "generated.yaml" in error
         return
@@ -163,8 +174,8 @@ def test_mutated_valid_files(source: Path, data: st.DataObject) -> None:
         broken = ".".join(str(p) for p in target)
     code, report, _ = _run(yaml.dump(mutated, Dumper=DUMPER, sort_keys=False))
     assert code in (0, 1, 2)
-    assert not list(schema_check.validator().iter_errors(values)), f"{source} must be a valid file"
-    if list(schema_check.validator().iter_errors(mutated)):
+    assert not helm_invalid(values), f"{source} must be a valid file"
+    if helm_invalid(mutated):
         assert code == 1 and report is not None
         named = [re.sub(r"\[(\d+)\]", r".\1", f.path) for f in report.findings]
         # the key itself, or (for a missing key or a oneOf branch) its parent object

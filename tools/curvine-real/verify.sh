@@ -13,6 +13,10 @@
 # (FUSE mounts, setpriv) and writes under a temporary folder it prints. Not part of the tests: Curvine
 # cannot be built in CI's time; charts/curvine/README.md records what a run showed.
 set -u
+# stop_timed's arrays need bash >= 4.4 (an empty array under set -u).
+if (( BASH_VERSINFO[0] < 4 || (BASH_VERSINFO[0] == 4 && BASH_VERSINFO[1] < 4) )); then
+  echo "verify.sh needs bash >= 4.4" >&2; exit 2
+fi
 if [ -z "${KVTIER_IN_NETNS:-}" ]; then
   exec env KVTIER_IN_NETNS=1 unshare --net "$0" "$@"
 fi
@@ -30,6 +34,43 @@ trap 'echo "$pipe_max" > /proc/sys/fs/pipe-max-size' EXIT
 [ "$pipe_max" -ge 2097152 ] || echo 2097152 > /proc/sys/fs/pipe-max-size
 log() { printf '\n=== %s\n' "$*"; }
 
+# A process has stopped when /proc no longer has it or it is a zombie (exited, not reaped yet).
+alive() { local s; s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1; s=${s##*) }; [ "${s%% *}" != Z ]; }
+since() { echo "$(date +%s.%N) - $1" | bc; }
+# stop_timed NAME=PID...: SIGTERM to every process given at the same moment, then, for each process on
+# its own, the seconds from that SIGTERM until it was seen gone (checked every 0.05 s: an upper bound,
+# at most one check late), compared with the chart's terminationGracePeriodSeconds for its kind (master-*
+# or worker-*), after which Kubernetes would SIGKILL it. One still running 10 s past it is killed.
+stop_timed() {
+  local start elapsed p pid name grace rc left=("$@") still
+  start=$(date +%s.%N)
+  for p in "$@"; do kill -TERM "${p#*=}" 2>/dev/null; done
+  while [ ${#left[@]} -gt 0 ]; do
+    still=()
+    for p in "${left[@]}"; do
+      pid=${p#*=} name=${p%%=*}
+      grace=$(cat "$V/grace-${name%%-*}")
+      if ! alive "$pid"; then
+        elapsed=$(since "$start")
+        wait "$pid"; rc=$?
+        printf '  %s: exited (rc=%s) by %.2f s after SIGTERM' "$name" "$rc" "$elapsed"
+        if [ "$(echo "$elapsed > $grace" | bc)" = 1 ]; then
+          echo " - over the chart's grace period of $grace s: Kubernetes would have sent SIGKILL"
+        else
+          echo " (grace period $grace s)"
+        fi
+      elif [ "$(echo "$(since "$start") > $grace + 10" | bc)" = 1 ]; then
+        echo "  $name: still running $((grace + 10)) s after SIGTERM (grace period $grace s): SIGKILL"
+        kill -KILL "$pid"; wait "$pid" 2>/dev/null
+      else
+        still+=("$p")
+      fi
+    done
+    left=("${still[@]}")
+    [ ${#left[@]} -eq 0 ] || sleep 0.05
+  done
+}
+
 log "render: the umbrella for $VALUES (release rel, namespace kv), the curvine chart's cross-node test"
 "$ROOT/.tools/bin/helm" template rel "$ROOT/charts/kv-tiered-inference" -n kv -f "$VALUES" > "$V/umbrella.yaml" || exit 2
 "$ROOT/.tools/bin/helm" template rel "$ROOT/charts/curvine" -n kv --set pvc.enabled=true > "$V/curvine.yaml" || exit 2
@@ -44,10 +85,13 @@ for d in docs("umbrella.yaml"):
         (out / "chart.toml").write_text(d["data"]["curvine-cluster.toml"])
     if d["kind"] == "Pod" and d["metadata"]["name"] == "rel-curvine-test-workers":
         (out / "test-workers.sh").write_text(d["spec"]["containers"][0]["args"][0])
+    if d["kind"] in ("StatefulSet", "DaemonSet") and d["metadata"]["name"] in ("rel-curvine-master", "rel-curvine-worker"):
+        grace = d["spec"]["template"]["spec"].get("terminationGracePeriodSeconds", 30)
+        (out / f"grace-{d['metadata']['name'].rsplit('-', 1)[1]}").write_text(f"{grace}\n")
 for d in docs("curvine.yaml"):
     if d["kind"] == "Job" and d["metadata"]["name"] == "rel-curvine-test-crossnode":
         (out / "test-crossnode.sh").write_text(d["spec"]["template"]["spec"]["containers"][0]["args"][0])
-for name in ("chart.toml", "test-workers.sh", "test-crossnode.sh"):
+for name in ("chart.toml", "test-workers.sh", "test-crossnode.sh", "grace-master", "grace-worker"):
     assert (out / name).is_file(), f"{name} not found in the render"
 PY
 
@@ -126,14 +170,15 @@ run_crossnode 1 b node-b; echo "reader rc=$?"
 wait $P0; echo "writer rc=$?"
 
 log "rendered helm test test-workers as uid 1000 (stand-in: the DaemonSet's desiredNumberScheduled = 2)"
+mkdir -p "$V/run/tmp-1000" && chown 1000:1000 "$V/run/tmp-1000"  # the pod's /tmp emptyDir
 sed -e 's|desired=$(scheduled 2>/tmp/api.err)|desired=2  # stand-in for the DaemonSet status|' \
+    -e "s#/tmp/\(api\|cv\)\.err#$V/run/tmp-1000/\1.err#g" \
     -e "s#/app/curvine/bin/cv report --conf /etc/curvine/curvine-cluster.toml#$B/curvine-cli report --conf $V/run/m1.toml#" \
     -e 's#deadline=$((SECONDS + 180))#deadline=$((SECONDS + 20))#' "$V/test-workers.sh" > "$V/run/test-workers-local.sh"
 as1000 bash "$V/run/test-workers-local.sh"; echo "test-workers rc=$?"
 
-log "SIGTERM to worker 2 (curvine-server as the process itself)"
-start=$(date +%s.%N); kill -TERM "$W2"; wait "$W2"; rc=$?; end=$(date +%s.%N)
-echo "worker 2 exited rc=$rc after $(echo "$end - $start" | bc) s"
+log "SIGTERM to worker 2 alone (curvine-server as the process itself)"
+stop_timed "worker-2=$W2"
 tail -5 "$V/run/w2.log"
 as1000 bash "$V/run/test-workers-local.sh"; echo "test-workers after stopping worker 2: rc=$?"
 
@@ -154,20 +199,34 @@ wait $U 2>/dev/null
 
 log "clean up"
 for m in a b up; do umount "$V/run/mnt-$m" 2>/dev/null || umount -l "$V/run/mnt-$m"; done
-log "SIGTERM to the masters"
-start=$(date +%s.%N); kill -TERM "$M1" "$M2" "$M3" "$W1"; wait "$M1" "$M2" "$M3" "$W1"; echo "masters and worker 1 exited after $(echo "$(date +%s.%N) - $start" | bc) s"
+log "SIGTERM one process at a time, as a rolling update stops pods: worker 1, then masters 3, 2, 1"
+echo "(each time is that process's own; master 1, stopped last, has no quorum left)"
+stop_timed "worker-1=$W1"
+stop_timed "master-3=$M3"
+stop_timed "master-2=$M2"
+stop_timed "master-1=$M1"
 log "restart with the same configs: data kept (format flags false)"
-for i in 1 2 3; do ORPC_BIND_HOSTNAME=127.0.0.$i CURVINE_MASTER_HOSTNAME=127.0.0.$i "$B/curvine-server" --service master --conf "$V/run/m$i.toml" > "$V/run/m$i-2.log" 2>&1 & done
+for i in 1 2 3; do
+  ORPC_BIND_HOSTNAME=127.0.0.$i CURVINE_MASTER_HOSTNAME=127.0.0.$i "$B/curvine-server" --service master --conf "$V/run/m$i.toml" > "$V/run/m$i-2.log" 2>&1 &
+  eval "M$i=\$!"
+done
 sleep 8
 ORPC_BIND_HOSTNAME=127.0.0.11 CURVINE_WORKER_HOSTNAME=127.0.0.11 "$B/curvine-server" --service worker --conf "$V/run/w1.toml" > "$V/run/w1-2.log" 2>&1 &
+W1=$!
 ORPC_BIND_HOSTNAME=127.0.0.12 CURVINE_WORKER_HOSTNAME=127.0.0.12 "$B/curvine-server" --service worker --conf "$V/run/w2.toml" > "$V/run/w2-2.log" 2>&1 &
+W2=$!
 sleep 10
 "$B/curvine-cli" fs ls /l2cache/pvc-chart --conf "$V/run/m1.toml"
-"$B/curvine-cli" fs cat /l2cache/pvc-chart/probe --conf "$V/run/m1.toml" 2>&1 | head -2
+log "curvine-cli fs cat with the rendered config: stdout is the file's bytes only ([cli.log] log_dir = stderr)"
+"$B/curvine-cli" fs cat /l2cache/pvc-chart/probe --conf "$V/run/m1.toml" > "$V/run/cat.out" 2> "$V/run/cat.err"
+echo "fs cat rc=$?; stdout: $(od -c "$V/run/cat.out" | head -3)"
+if [ "$(cat "$V/run/cat.out")" = ok ]; then echo "stdout holds exactly the file"; else echo "stdout is not the file alone"; fi
+echo "stderr: $(wc -l < "$V/run/cat.err") line(s)"; head -3 "$V/run/cat.err"
 mkdir -p "$V/run/mnt-c"; (cd "$V/run/csi-a" && CURVINE_CLIENT_HOSTNAME=127.0.0.11 exec "$B/curvine-fuse" --master-addrs 127.0.0.1:8995,127.0.0.2:8995,127.0.0.3:8995 --fs-path /l2cache/pvc-chart --mnt-path "$V/run/mnt-c" > "$V/run/fuse-c.log" 2>&1) &
 sleep 5
 cmp "$V/run/mnt-c/big" "$V/run/big.copy" && echo "80 MB file after restart identical"
 umount "$V/run/mnt-c" 2>/dev/null || umount -l "$V/run/mnt-c"
-pkill -TERM -f "$B/curvine-server"; sleep 2
-sleep 1; jobs -p | xargs -r kill 2>/dev/null
+log "SIGTERM to all five at once, as an uninstall stops pods"
+stop_timed "master-1=$M1" "master-2=$M2" "master-3=$M3" "worker-1=$W1" "worker-2=$W2"
+jobs -p | xargs -r kill 2>/dev/null
 echo done

@@ -72,6 +72,9 @@ level = {{ .Values.config.logLevel | quote }}
 
 [cli.log]
 level = {{ .Values.config.logLevel | quote }}
+# stderr, not the default stdout: callers read curvine-cli's stdout (`fs cat`, `report`), and a log line
+# there would be mixed into the output.
+log_dir = "stderr"
 {{- end -}}
 
 {{/* TOML octal umask of new volume directories: owner 0o022, group 0o002, world 0o000. */}}

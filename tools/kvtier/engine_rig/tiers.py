@@ -31,7 +31,7 @@ from kvtier import paths
 from kvtier.engine_rig import processes, rendered
 from kvtier.engine_rig.errors import RigError
 from kvtier.engine_rig.rig import ENGINE_ENV, MODEL_NAME, engine_python, generate_model
-from kvtier.podscripts import kvcheck, l2_evict
+from kvtier.podscripts import kvcheck, l2_scan
 
 CPU_VALUES = paths.ROOT / "values" / "cpu.yaml"
 ADAPTER_PROBE = Path(__file__).with_name("copy_layout_probe.py")
@@ -164,7 +164,7 @@ class TieredRig:
         """Final chunk files in this model's L2 namespace (LMCache's flat `*.data`, vLLM's nested `*.bin`)."""
         assert self.l2_dir is not None
         if self.backend == NATIVE:
-            return sorted(p for p in self.l2_dir.rglob("*.bin") if l2_evict.is_chunk_file(self._below(p)))
+            return sorted(p for p in self.l2_dir.rglob("*.bin") if l2_scan.is_chunk_file(self._below(p)))
         return sorted(p for p in self.l2_dir.glob("*") if CHUNK_FILE.match(p.name))
 
     def _below(self, path: Path) -> str:

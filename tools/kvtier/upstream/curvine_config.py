@@ -267,6 +267,19 @@ def format_findings(config: dict[str, Any]) -> list[Finding]:
     ]
 
 
+def log_destination(log: dict[str, Any]) -> str:
+    """Where a `[*.log]` table sends the default log stream, as Curvine v0.4.1's Logger picks it
+    (logger.rs, create_writer_named): "stdout" for an absent, empty or `stdout` log_dir (any case),
+    "stderr" for `stderr`, else the rolling file `<log_dir>/<file_name, default curvine>.log`."""
+    log_dir = str(log.get("log_dir", "stdout"))
+    if log_dir == "" or log_dir.lower() == "stdout":
+        return "stdout"
+    if log_dir.lower() == "stderr":
+        return "stderr"
+    base = str(log.get("file_name", "")).removesuffix(".log") or "curvine"
+    return f"{log_dir}/{base}.log"
+
+
 def check(config: dict[str, Any]) -> list[Finding]:
     """Every finding for one parsed curvine-cluster.toml."""
     return (

@@ -18,18 +18,11 @@ This script, run by the umbrella chart's CronJob (and importable by the toolkit)
         [--live live-namespaces.txt --dead-grace 3600] [--order last-use|written]
         [--max-files 100000] [--max-seconds 600] [--dry-run]
 
-Why these rules (LMCache 0.5.x `fs_connector.py`, docs/eviction.md):
-- a chunk is written to `<key>.tmp` (or to `<tmp dir>/<key>.data` with `fs_connector_relative_tmp_dir`)
-  and renamed to `<key>.data` in the directory LMCache is given: the umbrella gives each model its own
-  namespace directory, `<model name>.<12 hex>` under the L2 root. Candidates are the `*.data` files at the
-  top level and directly inside a namespace; a live namespace's file still being written is never touched
-  (but counts towards the usage), nor is a chunk written less than `--min-age` seconds ago;
-- vLLM's `fs` tier (vllm/v1/kv_offload/file_mapper.py and tiering/fs/io.py, vLLM 0.32) writes each chunk to
-  `<name>_<random>.tmp` and renames it to
-  `<root>/<model>_<12 hex>_r<rank>/<3 hex>/<2 hex>_g<group>/<hash>.bin`, with
-  `<root>/<model>_<12 hex>/config.json` beside; the chart roots it in the model's namespace. Candidates are
-  the `*.bin` files at exactly that place; `config.json` and temp files are never touched. Emptied hash
-  directories stay (a writer may be about to rename into one);
+Why these rules (docs/eviction.md; the two backends' file layouts are in l2_scan.py, which this script
+imports from beside it):
+- a live namespace's file still being written (a temp file) is never touched, but counts towards the
+  usage, nor is a chunk written less than `--min-age` seconds ago. Emptied hash directories of vLLM's tier
+  stay (a writer may be about to rename into one);
 - last use = the later of mtime (the write: a rename keeps it) and atime. Reads do not move atime on
   Curvine's FUSE mount (the kernel marks FUSE inodes S_NOATIME and Curvine's master changes atime only on
   an explicit setattr), so the engines' hit recorder (l2_hits.py) sets atime on each hit. Without it the
@@ -37,38 +30,31 @@ Why these rules (LMCache 0.5.x `fs_connector.py`, docs/eviction.md):
 - every lookup checks the file on disk, so a removed chunk is a clean miss on every replica (both backends;
   vLLM's tier caches a lookup's verdict for the request that asked, and a load that then fails is a miss).
 
-Safety: nothing outside `--dir` is touched (directories are opened without following links and files are
-removed relative to them); a file whose inode, size or mtime changed since the scan was rewritten and is
-kept; files vanishing meanwhile (another run, an engine) are counted, not errors; each run removes at most
-`--max-files` files and stops after `--max-seconds`. Prints one JSON report whose `summary` is one line;
-exits 0 when the directory ends at or below the high watermark, 1 when it could not get there (young or
-rewritten files, or a work bound hit), 2 on bad arguments.
+Safety: nothing outside `--dir` is touched, and a file changed since the scan is kept (l2_scan.py says
+how); each run removes at most `--max-files` files and stops after `--max-seconds`. Prints one JSON report
+whose `summary` is one line; exits 0 when the directory ends at or below the high watermark, 1 when it
+could not get there (young or rewritten files, or a work bound hit), 2 on bad arguments.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import re
 import sys
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
+if __package__:  # imported as kvtier.podscripts.l2_evict (the toolkit, the tests)
+    from .l2_scan import NAMESPACE_DIR, Chunk, Remover, Scan, scan
+else:  # run as a script from the pod's ConfigMap folder, where l2_scan.py sits beside it
+    from l2_scan import NAMESPACE_DIR, Chunk, Remover, Scan, scan  # type: ignore[no-redef]
+
 OK, FINDINGS, USAGE = 0, 1, 2
-FINAL_SUFFIX = ".data"
-TEMP_SUFFIX = ".tmp"
-# A final chunk of vLLM's fs tier, relative to its root (the namespace directory).
-NATIVE_CHUNK = re.compile(r"[^/]+_[0-9a-f]{12}_r[0-9]+/[0-9a-f]{3}/[0-9a-f]{2}_g[0-9]+/[0-9a-f]+\.bin")
-# The umbrella's L2 namespace directories (kv-tiered-inference.l2Namespace): a DNS-label model name, a dot,
-# 12 hex digits. A dot never occurs in a model name, so no other directory matches.
-NAMESPACE_DIR = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\.[0-9a-f]{12}")
 REPORT_NAMES = 20  # evicted file names listed in the report (the counts and bytes cover all)
 ORDERS = ("last-use", "written")
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0)
 
 _UNITS = {
     "": 1,
@@ -134,212 +120,11 @@ def read_live(path: str) -> set[str]:
     return names
 
 
-@dataclass(frozen=True)
-class Chunk:
-    """A file as seen by the scan: `namespace` is its directory below the root ("" for the root itself)."""
-
-    namespace: str
-    name: str
-    size: int
-    mtime_ns: int
-    atime_ns: int
-    inode: int
-
-    @property
-    def relpath(self) -> str:
-        return f"{self.namespace}/{self.name}" if self.namespace else self.name
-
-    @property
-    def last_use_ns(self) -> int:
-        return max(self.mtime_ns, self.atime_ns)
-
-
-@dataclass
-class Namespace:
-    """What one dead namespace directory holds (every file, temp files included)."""
-
-    files: list[Chunk] = field(default_factory=list)
-    newest_use_ns: int = 0
-
-
-@dataclass
-class Scan:
-    """What the L2 directory holds: candidates (final chunks of live namespaces), dead namespaces, and
-    everything else that uses space."""
-
-    chunks: list[Chunk] = field(default_factory=list)
-    chunk_bytes: int = 0
-    temp_files: int = 0
-    temp_bytes: int = 0
-    other_bytes: int = 0
-    dead: dict[str, Namespace] = field(default_factory=dict)
-    dead_bytes: int = 0
-
-    @property
-    def used_bytes(self) -> int:
-        return self.chunk_bytes + self.temp_bytes + self.other_bytes + self.dead_bytes
-
-
-def _entries(dir_fd: int) -> Iterable[os.DirEntry]:
-    try:
-        return list(os.scandir(dir_fd))
-    except FileNotFoundError:
-        return []
-
-
-def _walk_files(root_fd: int, relative: str) -> Iterable[tuple[str, os.stat_result]]:
-    """(path below `relative`, stat) of every regular file under the directory, links never followed."""
-    try:
-        fd = os.open(relative, _DIR_FLAGS, dir_fd=root_fd)
-    except OSError:  # gone, or not a directory any more
-        return
-    try:
-        for entry in _entries(fd):
-            if entry.is_dir(follow_symlinks=False):
-                for below, below_info in _walk_files(fd, entry.name):
-                    yield f"{entry.name}/{below}", below_info
-            elif entry.is_file(follow_symlinks=False):
-                try:  # a stat per file only: each is a metadata round trip on the FUSE mount
-                    info = os.stat(entry.name, dir_fd=fd, follow_symlinks=False)
-                except FileNotFoundError:
-                    continue
-                yield entry.name, info
-    finally:
-        os.close(fd)
-
-
-def scan(directory: str, live: set[str] | None = None) -> Scan:
-    """Measure the directory without following links. `live` None: every namespace is live."""
-    result = Scan()
-    root_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        for entry in _entries(root_fd):
-            if entry.is_dir(follow_symlinks=False):
-                is_namespace = NAMESPACE_DIR.fullmatch(entry.name) is not None
-                dead = is_namespace and live is not None and entry.name not in live
-                for relative, info in _walk_files(root_fd, entry.name):
-                    _count(result, entry.name, relative, info, is_namespace, dead)
-            elif entry.is_file(follow_symlinks=False):
-                try:
-                    info = os.stat(entry.name, dir_fd=root_fd, follow_symlinks=False)
-                except FileNotFoundError:
-                    continue
-                _count(result, "", entry.name, info, True, False)
-    finally:
-        os.close(root_fd)
-    return result
-
-
-def _count(
-    result: Scan, namespace: str, relative: str, info: os.stat_result, is_chunk_dir: bool, dead: bool
-) -> None:
-    chunk = Chunk(namespace, relative, info.st_size, info.st_mtime_ns, info.st_atime_ns, info.st_ino)
-    if dead:
-        held = result.dead.setdefault(namespace, Namespace())
-        held.files.append(chunk)
-        held.newest_use_ns = max(held.newest_use_ns, chunk.last_use_ns)
-        result.dead_bytes += chunk.size
-    elif is_chunk_dir and is_chunk_file(relative):
-        result.chunks.append(chunk)
-        result.chunk_bytes += chunk.size
-    elif relative.endswith(TEMP_SUFFIX) or not is_chunk_dir or "/" in relative:
-        # LMCache's temp files, its relative tmp dir, and any directory that is not a namespace: writes
-        # in flight or someone else's files, counted and never touched.
-        result.temp_files += 1
-        result.temp_bytes += chunk.size
-    else:
-        result.other_bytes += chunk.size
-
-
-def is_chunk_file(relative: str) -> bool:
-    """A final chunk, by its path below a namespace: LMCache's flat `*.data`, or vLLM's fs tier layout."""
-    if "/" not in relative:
-        return relative.endswith(FINAL_SUFFIX)
-    return NATIVE_CHUNK.fullmatch(relative) is not None
-
-
 def lru_order(chunks: list[Chunk], order: str = "last-use") -> list[Chunk]:
     """Least recently used (or written) first; the path breaks ties so runs are reproducible."""
     if order == "written":
         return sorted(chunks, key=lambda c: (c.mtime_ns, c.relpath))
     return sorted(chunks, key=lambda c: (c.last_use_ns, c.relpath))
-
-
-class _Remover:
-    """Removes files below the root relative to directory descriptors opened without following links,
-    so a directory swapped for a symlink after the scan cannot lead the removal outside the root."""
-
-    def __init__(self, directory: str, dry_run: bool) -> None:
-        self.root_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-        self.dry_run = dry_run
-
-    def close(self) -> None:
-        os.close(self.root_fd)
-
-    def _parent(self, chunk: Chunk) -> tuple[int, str]:
-        parts = chunk.relpath.split("/")
-        fd = os.dup(self.root_fd)
-        try:
-            for part in parts[:-1]:
-                below = os.open(part, _DIR_FLAGS, dir_fd=fd)
-                os.close(fd)
-                fd = below
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd, parts[-1]
-
-    def remove_unchanged(self, chunk: Chunk) -> str:
-        """Remove the file if it is still the one scanned (inode, size, mtime), through one opening of its
-        directory: "removed", "rewritten" (kept: changed, or its directory is no longer ours) or
-        "vanished" (gone already)."""
-        try:
-            fd, name = self._parent(chunk)
-        except FileNotFoundError:
-            return "vanished"
-        except OSError:
-            return (
-                "rewritten"  # a link or a file where the directory was (ENOTDIR, ELOOP): not ours to follow
-            )
-        try:
-            try:
-                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            except FileNotFoundError:
-                return "vanished"
-            if (info.st_ino, info.st_size, info.st_mtime_ns) != (chunk.inode, chunk.size, chunk.mtime_ns):
-                return "rewritten"
-            if not self.dry_run:
-                try:
-                    os.unlink(name, dir_fd=fd)
-                except FileNotFoundError:
-                    return "vanished"
-            return "removed"
-        finally:
-            os.close(fd)
-
-    def prune(self, namespace: str) -> None:
-        """Remove an emptied dead namespace directory tree (bottom up); anything still in it stays."""
-        if self.dry_run:
-            return
-        for below in _subdirs(self.root_fd, namespace):
-            with contextlib.suppress(OSError):  # not empty (an old replica wrote again) or gone
-                os.rmdir(below, dir_fd=self.root_fd)
-
-
-def _subdirs(root_fd: int, namespace: str) -> list[str]:
-    """The namespace directory and the directories below it, deepest first."""
-    found = [namespace]
-    try:
-        fd = os.open(namespace, _DIR_FLAGS, dir_fd=root_fd)
-    except OSError:
-        return []
-    try:
-        for entry in _entries(fd):
-            if entry.is_dir(follow_symlinks=False):
-                found = [f"{namespace}/{d}" for d in _subdirs(fd, entry.name)] + found
-    finally:
-        os.close(fd)
-    return found
 
 
 @dataclass
@@ -420,7 +205,7 @@ def evict(
         "vanished": 0,
         "stopped": None,
     }
-    remover = _Remover(directory, dry_run)
+    remover = Remover(directory, dry_run)
     try:
         used = _remove_dead(found, remover, budget, report, used, int((started - dead_grace_s) * 1e9))
         if used > high_bytes and report["stopped"] is None:
@@ -444,7 +229,7 @@ def evict(
 
 
 def _remove_dead(
-    found: Scan, remover: _Remover, budget: _Budget, report: dict, used: int, idle_before_ns: int
+    found: Scan, remover: Remover, budget: _Budget, report: dict, used: int, idle_before_ns: int
 ) -> int:
     for name in sorted(found.dead):
         held = found.dead[name]
@@ -465,7 +250,7 @@ def _remove_dead(
     return used
 
 
-def _remove_one(chunk: Chunk, remover: _Remover, budget: _Budget, report: dict) -> str:
+def _remove_one(chunk: Chunk, remover: Remover, budget: _Budget, report: dict) -> str:
     """Remove one scanned file unless it changed since the scan: "removed", "rewritten" (kept) or
     "vanished" (someone else removed it; its space is free all the same)."""
     outcome = remover.remove_unchanged(chunk)
@@ -480,7 +265,7 @@ def _remove_one(chunk: Chunk, remover: _Remover, budget: _Budget, report: dict) 
 
 def _remove_lru(
     ordered: list[Chunk],
-    remover: _Remover,
+    remover: Remover,
     budget: _Budget,
     report: dict,
     used: int,
