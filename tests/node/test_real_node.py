@@ -1,15 +1,21 @@
 """A real node: containers really start, their output is read back, Services resolve by DNS name,
-`helm test` pods run their script (pass and fail), and `down` leaves the machine as it was."""
+`helm test` pods run their script (pass and fail), the cluster's addresses fail at once outside its
+namespace, and `down` leaves the machine as it was."""
 
 from __future__ import annotations
 
+import errno
+import ipaddress
 import json
+import os
 import secrets
+import socket
+import time
 from pathlib import Path
 
 import pytest
 
-from kvtier.cluster import machine, netns, realconfig, realnode
+from kvtier.cluster import machine, netns, realconfig, realnode, realroutes
 from kvtier.toolchain import versions
 
 CHART = Path(__file__).parent / "charts" / "echo-check"
@@ -132,6 +138,33 @@ def test_helm_test_runs_the_chart_test_pod_for_real(kube, real_cluster, namespac
     assert phase == "Failed"
 
 
+REFUSED = {errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EACCES}
+
+
+def test_outside_its_namespace_the_cluster_addresses_fail_at_once(real_cluster) -> None:
+    """A client left in the machine's namespace that dials the cluster's node, Service or pod range gets
+    an error at once instead of sending the connection out the machine's default route."""
+    # The test must run where such a client would: outside the cluster's namespace.
+    own = os.stat("/proc/thread-self/ns/net").st_ino
+    assert own != (netns.NETNS_DIR / real_cluster.namespace).stat().st_ino
+    assert realroutes.present() == list(netns.PRIVATE_RANGES.values())
+    for kind, cidr in netns.PRIVATE_RANGES.items():
+        address = str(next(ipaddress.ip_network(cidr).hosts()))  # the node, the API Service, the bridge
+        # A UDP connect only looks the route up (it sends nothing): if the range were routed, the TCP
+        # dial below would leave the machine, so it must not be tried.
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe, pytest.raises(OSError) as lookup:
+            probe.connect((address, realconfig.API_PORT))
+        assert lookup.value.errno in REFUSED, f"the {kind} range {cidr} is routed out: {lookup.value}"
+        with socket.socket() as client:
+            client.settimeout(10)
+            started = time.monotonic()
+            with pytest.raises(OSError) as dial:
+                client.connect((address, realconfig.API_PORT))
+            elapsed = time.monotonic() - started
+        assert dial.value.errno in REFUSED, f"dialling {address} ({kind}) failed with {dial.value!r}"
+        assert elapsed < 1, f"dialling {address} ({kind}) took {elapsed:.1f} s to fail"
+
+
 def test_down_leaves_the_machine_as_it_was(node_programs, kube_client) -> None:
     """A second cluster of its own: up, a pod (mounts, iptables, cgroups, sysctls change), down, compare."""
     name = f"node-down-{secrets.token_hex(2)}"
@@ -141,6 +174,9 @@ def test_down_leaves_the_machine_as_it_was(node_programs, kube_client) -> None:
         during = machine.snapshot()
         assert netns.name_for(name) in during["netns"]
         assert during["cgroups"] != before["cgroups"]  # the snapshot does see what a cluster adds
+        assert realroutes.present() == list(netns.PRIVATE_RANGES.values())
+        unreachable = [line for line in during["routes"] if line.startswith("unreachable ")]
+        assert len(unreachable) >= len(netns.PRIVATE_RANGES)  # ... its routes too
         kube = kube_client(cluster)
         kube.kubectl(
             "run", "p", "--image", cluster.images["python"], "--image-pull-policy=Never", "--restart=Never",
@@ -152,5 +188,7 @@ def test_down_leaves_the_machine_as_it_was(node_programs, kube_client) -> None:
         assert realnode.down(name, progress=lambda m: None)
     after = machine.snapshot()
     assert not realnode.exists(name)
+    # The routes are shared: they stay exactly while another real-node cluster (this session's) is up.
+    assert bool(realroutes.present()) == bool(netns.cluster_namespaces())
     for key in before:
         assert after[key] == before[key], f"{key} changed by the cluster"

@@ -4,7 +4,7 @@ Inside its network namespace the cluster changes what it likes (iptables chains,
 that state goes with the namespace. Outside it, the kubelet writes a few global kernel settings at start
 (`KUBELET_SYSCTLS`); `record` saves them and `restore` writes back any that changed. `snapshot` is the
 wider picture a test compares before and after: the machine's global sysctls, its own iptables rules,
-mounts, network namespaces and links, and cgroups.
+mounts, network namespaces, links and routes, and cgroups.
 """
 
 from __future__ import annotations
@@ -108,5 +108,7 @@ def snapshot() -> dict[str, object]:
         "mounts": _mounts(),
         "netns": sorted(p.name for p in Path("/run/netns").glob("*")) if Path("/run/netns").is_dir() else [],
         "links": sorted(re.findall(r"^\d+: ([^:@]+)", _output(["ip", "-o", "link"]), re.M)),
+        # Every table: the unreachable routes a real-node cluster adds (kvtier.cluster.realroutes) included.
+        "routes": sorted(_output(["ip", "-4", "route", "show", "table", "all"]).splitlines()),
         "cgroups": _cgroups(),
     }

@@ -3,12 +3,14 @@
 `create` makes the namespace with loopback and one veth pair whose two ends both stay inside it; the node
 (and API server) address sits on one end, the Service range is routed to it, and nothing is routed or
 bridged to the machine's own namespace, so no packet can leave. Clients join it: a subprocess through
-`ip netns exec` (`command`), Python code in this thread through setns (`entered`).
+`ip netns exec` (`command`), Python code in this thread through setns (`entered`); one left outside that
+dials these addresses fails at once (kvtier.cluster.realroutes).
 """
 
 from __future__ import annotations
 
 import ctypes
+import ipaddress
 import os
 import subprocess
 from collections.abc import Iterator
@@ -25,15 +27,24 @@ SERVICE_CIDR = "10.96.0.0/16"
 API_SERVICE_IP = "10.96.0.1"
 DNS_SERVICE_IP = "10.96.0.10"
 POD_CIDR = "10.244.0.0/24"
+NODE_CIDR = str(ipaddress.ip_interface(f"{NODE_IP}/{NODE_PREFIX}").network)
+# Every range that exists only in here; kvtier.cluster.realroutes makes the machine's namespace refuse them.
+PRIVATE_RANGES = {"node": NODE_CIDR, "Service": SERVICE_CIDR, "pod": POD_CIDR}
+PREFIX = "kvtier-"
 CLONE_NEWNET = 0x40000000
 
 
 def name_for(cluster: str) -> str:
-    return f"kvtier-{cluster}"
+    return f"{PREFIX}{cluster}"
 
 
 def exists(namespace: str) -> bool:
     return (NETNS_DIR / namespace).exists()
+
+
+def cluster_namespaces() -> list[str]:
+    """The real-node clusters' namespaces on this machine, whichever cache or session made them."""
+    return sorted(p.name for p in NETNS_DIR.glob(f"{PREFIX}*")) if NETNS_DIR.is_dir() else []
 
 
 def command(namespace: str, argv: list[str]) -> list[str]:

@@ -37,7 +37,7 @@ DEBIAN_TOOLS = {
     "cni-loopback": "usr/lib/cni/loopback",
 }
 # What the node needs from the machine itself.
-HOST_COMMANDS = ["ip", "nsenter", "openssl", "perl", "apt-get", "mount"]
+HOST_COMMANDS = ["ip", "nsenter", "unshare", "openssl", "perl", "apt-get", "mount"]
 
 
 def debian_root() -> Path:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from kvtier.cluster import netns
+from kvtier.cluster import binaries, netns
 
 NODE_NAME = "real-node"
 API_PORT = 6443
@@ -35,6 +35,14 @@ class Layout:
     @property
     def containerd_socket(self) -> Path:
         return self.root / "containerd" / "containerd.sock"
+
+
+def clusters_dir() -> Path:
+    return binaries.cache_dir() / "real-clusters"
+
+
+def layout(name: str) -> Layout:
+    return Layout(clusters_dir() / name)
 
 
 def kubeconfig(layout: Layout) -> str:

@@ -9,11 +9,23 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 
-from kvtier import exitcodes, paths
+from kvtier import cliopts, exitcodes, paths
 from kvtier.cluster import lifecycle, netns, realnode
 from kvtier.errors import UserError
+
+NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?")
+
+
+def _name(text: str) -> str:
+    """A cluster name: it becomes a folder, a network namespace and kubeconfig names, so no paths."""
+    if not NAME.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected lowercase letters, digits and '-', at most 40 (e.g. kvtier, n1)"
+        )
+    return text
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -22,7 +34,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="start/stop a local Kubernetes cluster: fake KWOK nodes on loopback, or a real node in a netns",
     )
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--name", default=lifecycle.DEFAULT_NAME, help="cluster name (default: %(default)s)")
+    common.add_argument(
+        "--name", type=_name, default=lifecycle.DEFAULT_NAME, help="cluster name (default: %(default)s)"
+    )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     up = actions.add_parser("up", parents=[common], help="start a cluster (or reuse the running one)")
     up.add_argument(
@@ -36,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     up.add_argument("--no-build", action="store_true", help="fail instead of building missing binaries")
     actions.add_parser("down", parents=[common], help="stop a cluster and put the machine back")
     status = actions.add_parser("status", parents=[common], help="is it up, where, which nodes")
-    status.add_argument("--json", action="store_true", help="status as JSON")
+    cliopts.add_output(status)
     run_in = actions.add_parser(
         "exec",
         parents=[common],
@@ -51,6 +65,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     real = getattr(args, "runtime", "") == "real" or realnode.exists(args.name)
     if args.action == "up":
+        if not args.timeout > 0:
+            raise UserError(f"--timeout must be a positive number of seconds, got {args.timeout}")
         if args.runtime == "real":
             info = realnode.up(args.name, timeout=args.timeout, build=not args.no_build)
             print(info.kubeconfig)
@@ -69,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "exec":
         return _exec(args)
     state = realnode.status(args.name) if real else lifecycle.status(args.name)
-    if args.json:
+    if args.output == "json":
         print(json.dumps(state, indent=2))
     else:
         for key, value in state.items():
@@ -80,7 +96,10 @@ def run(args: argparse.Namespace) -> int:
 def _exec(args: argparse.Namespace) -> int:
     command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     if not command:
-        raise UserError("exec: nothing to run; give the command after `--`")
+        raise UserError(
+            f"exec --name {args.name}: nothing to run; give the command after `--` "
+            f"(kvtier cluster exec --name {args.name} -- kubectl get pods -A)"
+        )
     if not realnode.exists(args.name):
         raise UserError(
             f"exec: no real-node cluster {args.name!r}"
