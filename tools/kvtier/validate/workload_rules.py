@@ -214,9 +214,9 @@ def _identity(doc: dict[str, Any], namespace: str) -> tuple[str, str, str, str]:
     "objects-unique",
     scope="manifests",
     reason="two rendered objects with one kind and name are one object in the cluster: the second "
-    "overwrites the first (two models' names cut to the same 63 characters, or the same name twice)",
-    remedy="give every model a distinct, shorter name (object names are <release>-<chart>-<model name>, "
-    "cut to 63 characters)",
+    "overwrites the first (model names that share their first characters, or the same name twice)",
+    remedy="give every model a distinct, shorter name (object names are <release>-<chart>, cut so that "
+    "-<model name>[-suffix] fits the kind's limit, then -<model name>[-suffix])",
 )
 def objects_unique(ctx: ManifestsContext) -> Iterator[Hit]:
     seen: set[tuple[str, str, str, str]] = set()
