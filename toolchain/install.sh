@@ -127,7 +127,7 @@ module_dir() {
   go mod download -json "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])'
 }
 
-install_helm() {
+install_helm3() {
   # Helm 3's own release build stamps the Kubernetes version its client-go belongs to; without it,
   # .Capabilities.KubeVersion (and `kubeVersion:` checks in charts) default to v1.20.
   local helm3_k8s_minor
@@ -138,10 +138,13 @@ install_helm() {
     helm3_stamp+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$helm3_k8s_minor"
   done
   build helm3 "$HELM3_VERSION" "helm.sh/helm/v3@$HELM3_VERSION" helm.sh/helm/v3/cmd/helm "$helm3_stamp"
-  build helm4 "$HELM4_VERSION" "helm.sh/helm/v4@$HELM4_VERSION" helm.sh/helm/v4/cmd/helm \
-    "-X helm.sh/helm/v4/internal/version.version=$HELM4_VERSION"
   # ct calls `helm`; the default helm for tools is Helm 3 (tests pick explicitly).
   ln -sf "$bin/helm3" "$bin/helm"
+}
+
+install_helm4() {
+  build helm4 "$HELM4_VERSION" "helm.sh/helm/v4@$HELM4_VERSION" helm.sh/helm/v4/cmd/helm \
+    "-X helm.sh/helm/v4/internal/version.version=$HELM4_VERSION"
 }
 
 install_chart_test_tools() {
@@ -293,7 +296,8 @@ case $mode in
     group "etcd, kwok and node" install_etcd_kwok install_pause install_coredns
     ;;
 esac
-group "helm" install_helm
+group "helm 3" install_helm3
+group "helm 4" install_helm4
 group "python tools" install_python_tools
 if [[ $mode == node ]]; then group "node packages" install_debs; fi
 if [[ $mode != validate ]]; then
