@@ -155,6 +155,16 @@ def test_find_without_ready_pods_says_how_to_look() -> None:
         reach.find(PodList([pod("e-0", ready=False)]), "ns", "sel", ("http",), "engine")
 
 
+def test_an_optional_part_the_release_leaves_out_is_no_error_but_one_not_ready_is() -> None:
+    """values/cpu.yaml has no Curvine: its absence skips the Curvine check; a master that exists but is
+    not Ready still stops smoke with the kubectl command to look at it."""
+    assert reach.find(PodList([]), "ns", "sel", ("web",), "Curvine master", optional=True) == []
+    with pytest.raises(UserError, match="no Ready engine pod"):
+        reach.find(PodList([]), "ns", "sel", ("http",), "engine")
+    with pytest.raises(UserError, match="no Ready Curvine master pod"):
+        reach.find(PodList([pod("m-0", ready=False)]), "ns", "sel", ("web",), "Curvine master", optional=True)
+
+
 def test_l2_path_from_hyperpod_env_or_chart_volume() -> None:
     patched = pod(
         "p", env=[V1EnvVar(name="LMCACHE_REMOTE_URL", value="fs://localhost:0/mnt/curvine/l2cache/")]

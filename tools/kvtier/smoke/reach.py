@@ -69,8 +69,14 @@ def l2_path(pod: Any, container: str) -> str | None:
     return None
 
 
-def find(api: Any, namespace: str, selector: str, port_names: tuple[str, ...], what: str) -> list[PodPort]:
+def find(
+    api: Any, namespace: str, selector: str, port_names: tuple[str, ...], what: str, optional: bool = False
+) -> list[PodPort]:
+    """The Ready pods `selector` matches; none at all is an error unless `optional` (a part the release
+    may leave out, such as Curvine in values/cpu.yaml), while pods that exist but are not Ready always are."""
     pods = api.list_namespaced_pod(namespace, label_selector=selector).items
+    if not pods and optional:
+        return []
     ready = sorted((p for p in pods if _ready(p)), key=lambda p: p.metadata.name)
     if not ready:
         raise UserError(
@@ -138,7 +144,11 @@ def reach(api: Any, namespace: str, selectors: Selectors, kvcheck_source: str) -
 
     routers = find(api, namespace, selectors.router, ("http",), "router")
     engines = find(api, namespace, selectors.engine, ("http",), "engine")
-    masters = find(api, namespace, selectors.curvine, ("web",), "Curvine master") if selectors.curvine else []
+    masters = (
+        find(api, namespace, selectors.curvine, ("web",), "Curvine master", optional=True)
+        if selectors.curvine
+        else []
+    )
     with ExitStack() as stack:
         router = stack.enter_context(forward(api, namespace, routers[0].pod, routers[0].port))
         replicas = [stack.enter_context(forward(api, namespace, e.pod, e.port)) for e in engines[:2]]
