@@ -207,7 +207,7 @@ def test_junit_failure_text_names_only_the_assertions_that_failed() -> None:
 
 
 def test_junit_skips_that_ran_assertions_read_as_passed(tmp_path: Path) -> None:
-    """helm-unittest v1.1.2 counts a case whose assertions documentSelector.skipEmptyTemplates all skipped
+    """helm-unittest (the pinned release) counts a case whose assertions documentSelector.skipEmptyTemplates all skipped
     as passed (summary, exit code), but its JUnit report marks it skipped; a `skip:` case lists no
     assertion. Messages as the pinned binary writes them."""
     from kvtier.unittest_reference import junit_cases

@@ -81,12 +81,18 @@ def subtrees(relative: str, created: list[str]) -> list[Path]:
     return [t for t in trees if t.is_dir()] + [Path(c) for c in reversed(created) if Path(c).is_dir()]
 
 
+def _folders(tree: Path) -> list[Path]:
+    """Every folder of a cgroup tree, `tree` included. os.walk skips a folder that vanishes while it
+    reads (the kubelet and runc remove pod cgroups as the cluster stops); Path.rglob raises there."""
+    return [Path(folder) for folder, _, _ in os.walk(tree)]
+
+
 def pids(trees: list[Path]) -> set[int]:
     found: set[int] = set()
     for tree in trees:
-        for procs in tree.rglob("cgroup.procs") if tree.exists() else []:
+        for folder in _folders(tree):
             try:
-                found |= {int(pid) for pid in procs.read_text().split()}
+                found |= {int(pid) for pid in (folder / "cgroup.procs").read_text().split()}
             except OSError:
                 continue
     return found
@@ -96,7 +102,7 @@ def remove(trees: list[Path]) -> list[str]:
     """rmdir each tree, deepest folders first; the folders that are left."""
     for tree in trees:
         if tree.exists():
-            for folder in sorted((p for p in tree.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+            for folder in sorted(_folders(tree)[1:], key=lambda p: -len(p.parts)):
                 with contextlib.suppress(OSError):
                     folder.rmdir()
             with contextlib.suppress(OSError):
