@@ -207,9 +207,9 @@ def test_junit_failure_text_names_only_the_assertions_that_failed() -> None:
 
 
 def test_junit_skips_that_ran_assertions_read_as_passed(tmp_path: Path) -> None:
-    """helm-unittest (the pinned release) counts a case whose assertions documentSelector.skipEmptyTemplates all skipped
-    as passed (summary, exit code), but its JUnit report marks it skipped; a `skip:` case lists no
-    assertion. Messages as the pinned binary writes them."""
+    """The pinned helm-unittest counts a case whose assertions documentSelector.skipEmptyTemplates all
+    skipped as passed (summary, exit code), but its JUnit report marks it skipped; a `skip:` case lists
+    no assertion. Messages as the pinned binary writes them."""
     from kvtier.unittest_reference import junit_cases
 
     reason = "skipped as 'documentSelector.skipEmptyTemplates: true' and 'selectedTemplates: empty'"
