@@ -10,10 +10,12 @@ import json
 import os
 import secrets
 import socket
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from kvtier.cluster import machine, netns, realconfig, realnode, realroutes
 from kvtier.toolchain import versions
@@ -103,6 +105,29 @@ def test_a_service_is_reached_by_dns_name_from_a_pod(kube, real_cluster, namespa
     assert phase == "Succeeded", log
     cluster_ip = kube.kubectl("get", "service", "web", "-n", ns, "-o", "jsonpath={.spec.clusterIP}")
     assert log == [cluster_ip, marker]
+
+
+def test_the_readmes_preflight_command_reaches_the_cluster_through_the_default_kubeconfig(
+    real_cluster, tmp_path: Path
+) -> None:
+    """README's `kvtier preflight values/<env>.yaml -n inference --release kv` as written: no --kubeconfig,
+    no $KUBECONFIG, only ~/.kube/config and its current context (run inside the cluster's namespace).
+    The API server it names is the cluster's own, and every check ran against it."""
+    from kvtier import paths
+
+    home = tmp_path / "home"
+    (home / ".kube").mkdir(parents=True)
+    (home / ".kube" / "config").write_text(Path(real_cluster.kubeconfig).read_text())
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"} | {"HOME": str(home)}
+    argv = [str(paths.ROOT / ".venv" / "bin" / "kvtier"), "preflight", str(paths.VALUES / "cpu.yaml")]
+    argv += ["-n", "default", "--release", "kv", "-o", "json"]
+    proc = subprocess.run(real_cluster.command(argv), capture_output=True, text=True, env=env, timeout=300)
+    # 0: ready; 1: findings (this bare node has no RWX claim for cpu.yaml); 2 would be a usage error.
+    assert proc.returncode in (0, 1), f"exit {proc.returncode}\n{proc.stderr[-3000:]}"
+    report = json.loads(proc.stdout)
+    server = yaml.safe_load(Path(real_cluster.kubeconfig).read_text())["clusters"][0]["cluster"]["server"]
+    assert report["server"] == server and report["namespace"] == "default", report
+    assert report["checks"] and all(c["status"] in {"pass", "warn", "fail", "skip"} for c in report["checks"])
 
 
 @pytest.mark.parametrize("helm", ["helm3", "helm4"])
