@@ -7,7 +7,9 @@ the last one, so later test folders do not share the cores with idle engines. Ne
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -55,3 +57,20 @@ def work(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReques
     except RigError as error:
         need(False, f"engine rig unavailable: {error}")
     return tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_"))
+
+
+@pytest.fixture(scope="session")
+def run_probe() -> Callable[[Path, Path], subprocess.CompletedProcess[str]]:
+    """`run_probe(script, request)`: a probe script on the engine venv's Python with its JSON request
+    file; vLLM logs at WARNING, so stdout carries the probe's verdicts."""
+
+    def run(script: Path, request: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(engine_rig.engine_python()), str(script), str(request)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**os.environ, "VLLM_LOGGING_LEVEL": "WARNING"},
+        )
+
+    return run

@@ -9,8 +9,6 @@ could add) and of the native render must be refused, naming the flag.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -236,7 +234,7 @@ def rendered_engine_args(values_file: str) -> list[list[str]]:
 
 
 @pytest.fixture(scope="module")
-def verdicts(work: Path, need) -> dict[str, list[dict[str, Any]]]:
+def verdicts(work: Path, run_probe, need) -> dict[str, list[dict[str, Any]]]:
     """Every case's verdict by name (one per engine Deployment for the renders), from one probe process."""
     need((paths.TOOLS_BIN / "helm3").exists(), "pinned helm3 not built (make tools)")
     renders = {name: rendered_engine_args(file) for name, file in ENVIRONMENTS.items()}
@@ -248,13 +246,7 @@ def verdicts(work: Path, need) -> dict[str, list[dict[str, Any]]]:
     flat = [argv for argvs in cases.values() for argv in argvs]
     request = work / "cases.json"
     request.write_text(json.dumps(flat))
-    proc = subprocess.run(
-        [str(rig.engine_python()), str(PROBE), str(request)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "VLLM_LOGGING_LEVEL": "WARNING"},
-    )
+    proc = run_probe(PROBE, request)
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert proc.returncode == 0 and len(lines) == len(flat), (
         f"probe exit {proc.returncode}:\n{proc.stderr[-3000:]}"

@@ -8,9 +8,7 @@ strings (no other option is a prefix of one we read, the short forms and boolean
 from __future__ import annotations
 
 import json
-import os
 import random
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -106,17 +104,11 @@ EDGE = {
 
 
 @pytest.fixture(scope="module")
-def vllm_reads(work: Path) -> dict[str, Any]:
+def vllm_reads(work: Path, run_probe) -> dict[str, Any]:
     cases = argvs(600, 20261202) + list(EDGE.values())
     request = work / "parser-cases.json"
     request.write_text(json.dumps({"dests": [d for d, _, _ in TRACKED.values()], "argvs": cases}))
-    proc = subprocess.run(
-        [str(rig.engine_python()), str(PROBE), str(request)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "VLLM_LOGGING_LEVEL": "WARNING"},
-    )
+    proc = run_probe(PROBE, request)
     assert proc.returncode == 0, proc.stderr[-3000:]
     answer = json.loads(proc.stdout.strip().splitlines()[-1])
     return {"options": answer["options"], "cases": list(zip(cases, answer["cases"], strict=True))}
