@@ -99,7 +99,7 @@ def test_rule_errors_are_reported_with_ids(capsys) -> None:
     assert code == 1 and env["checks"]["schema"]["status"] == "ok"
     by_rule = {f["rule"]: f for f in env["findings"]}
     assert set(by_rule) == {"l1-fits-memory", "tp-equals-gpus", "engine-args-reserved", "curvine-masters-odd"}
-    assert by_rule["curvine-masters-odd"]["line"] == 20 and by_rule["curvine-masters-odd"]["reason"]
+    assert by_rule["curvine-masters-odd"]["line"] == 21 and by_rule["curvine-masters-odd"]["reason"]
 
 
 def test_chart_refusal_is_a_render_finding(capsys) -> None:

@@ -172,6 +172,25 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
         _model(source={"huggingface": {"token": "hf_abc"}}),
         "literal secret",
     ),
+    "api-key-not-inline": (
+        _model(extraArgs=["--api-key", "$(VLLM_API_KEY)"]),
+        _model(extraArgs=["--enforce-eager", "--api_key=sk-live-123"]),
+        "models[0].extraArgs[1] '--api_key=...' sets --api-key to a literal key",
+    ),
+    "secret-env-not-inline": (
+        _set(
+            "engine",
+            "extraEnv",
+            value=[{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "t"}}}],
+        ),
+        _set("engine", "extraEnv", value=[{"name": "HF_TOKEN", "value": "hf_abc"}]),
+        "engine.extraEnv[0] sets HF_TOKEN to a literal value",
+    ),
+    "model-revision-pinned": (
+        _nothing,  # the baseline pins a commit
+        _model(source={"huggingface": {"tokenSecret": {"name": "hf", "key": "token"}}}),
+        "models[0] 'Qwen/Qwen2-7B-Instruct' is not pinned (no source.huggingface.revision)",
+    ),
     "requests-within-limits": (
         _nothing,
         _model(resources={"requests": {"cpu": "8", "memory": "96Gi"}, "limits": {"memory": "64Gi"}}),
