@@ -69,3 +69,40 @@ def multiprocess_lmcache(ctx: ValuesContext) -> Iterator[Hit]:
             f"hyperpod.worker.image.tag {tag} is LMCache < {least}, which MultiProcess mode needs",
             ("hyperpod", "worker", "image", "tag"),
         )
+
+
+@rule(
+    "hyperpod-tenant-isolation",
+    reason="the operator renders LMCache's own InProcess connector, which keys L1/L2 chunks on tokens "
+    "alone: a request's cache_salt keeps L0 apart but not the tiers this bundle adds, so one tenant is "
+    "served the KV another's request wrote (docs/security.md); the chart refuses it (hyperpod.checkOperator)",
+    remedy="set hyperpod.lmcache.mode: MultiProcess (operator >= 3.7; LMCache's multi-process keys carry "
+    "the salt), or cache.tenantIsolation: false for a release that serves one tenant",
+)
+def tenant_isolation(ctx: ValuesContext) -> Iterator[Hit]:
+    values = ctx.values
+    if lookup(values, "target") != "hyperpod" or lookup(values, "cache", "tenantIsolation") is not True:
+        return
+    offloads = any(lookup(values, "cache", tier, "enabled") is True for tier in ("l1", "l2"))
+    in_process = lookup(values, "hyperpod", "lmcache", "mode", default="InProcess") != "MultiProcess"
+    if lookup(values, "cache", "backend", default="lmcache") == "lmcache" and offloads and in_process:
+        yield Hit(
+            "cache.tenantIsolation is on, but the operator's InProcess LMCache connector keys L1/L2 "
+            "chunks on tokens alone, so tenants' cache_salt cannot keep them apart",
+            ("cache", "tenantIsolation"),
+        )
+
+
+@rule(
+    "hyperpod-api-key",
+    reason="on target hyperpod the operator renders the engine pods, which the chart cannot give the "
+    "auth.apiKeySecret key: the chart refuses it rather than leave the engines open while the values say "
+    "otherwise",
+    remedy="leave auth.apiKeySecret.name empty on target hyperpod and authenticate at the endpoint's gateway",
+)
+def api_key_on_hyperpod(ctx: ValuesContext) -> Iterator[Hit]:
+    if lookup(ctx.values, "target") == "hyperpod" and lookup(ctx.values, "auth", "apiKeySecret", "name"):
+        yield Hit(
+            "auth.apiKeySecret.name is set on target hyperpod, where the operator renders the engine pods",
+            ("auth", "apiKeySecret", "name"),
+        )
