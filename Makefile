@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/.tools/bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: venv validate-tools tools cluster-tools node-tools engine hyperpod-sdk check test lint generate publish clean
+.PHONY: venv validate-tools tools cluster-tools node-tools engine hyperpod-sdk netpol check test lint generate publish clean
 
 $(VENV)/.installed: pyproject.toml tools/pytest-helm-unittest/pyproject.toml
 	python3 -m venv $(VENV)
@@ -37,7 +37,11 @@ engine:
 ## AWS's SageMaker HyperPod SDK in its own venv, .venv-hyperpod/ (validates the HyperPod target, derives
 ## the operator CRDs the tests install)
 hyperpod-sdk:
-	bash toolchain/hyperpod-sdk.sh
+	bash toolchain/side-venv.sh hyperpod-sdk
+
+## IBM np-guard's network-config-analyzer in its own venv, .venv-netpol/ (what the NetworkPolicies allow)
+netpol:
+	bash toolchain/side-venv.sh netpol
 
 ## main job: validate and render every environment in values/ offline, print a summary table
 check: validate-tools hyperpod-sdk
@@ -62,9 +66,9 @@ lint: tools
 ## keep the cores busy while pip downloads); each phase logs its time (toolchain/phase.sh).
 test:
 	@bash toolchain/phase.sh venv $(MAKE) --no-print-directory venv
-	@bash toolchain/phase.sh set-up $(MAKE) --no-print-directory -j3 node-tools engine hyperpod-sdk
+	@bash toolchain/phase.sh set-up $(MAKE) --no-print-directory -j3 node-tools engine hyperpod-sdk netpol
 	@bash toolchain/phase.sh lint $(MAKE) --no-print-directory lint
 	@bash toolchain/phase.sh tests $(VENV)/bin/pytest tests --durations=30
 
 clean:
-	rm -rf $(VENV) .venv-engine .venv-hyperpod .tools
+	rm -rf $(VENV) .venv-engine .venv-hyperpod .venv-netpol .tools

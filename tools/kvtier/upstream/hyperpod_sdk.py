@@ -1,7 +1,7 @@
 """AWS's SageMaker HyperPod SDK (PyPI `sagemaker-hyperpod`), reached in its own venv.
 
 The SDK pins pytest, ruff, click and requests to versions kvtier's .venv does not use, so it lives in
-.venv-hyperpod (toolchain/hyperpod-sdk.sh, versions in toolchain/versions.env) and is asked through
+.venv-hyperpod (toolchain/side-venv.sh hyperpod-sdk, versions in toolchain/versions.env) and is asked through
 hyperpod_sdk_worker.py in a subprocess. Two uses: validate rendered InferenceEndpointConfig specs with the
 SDK's own Pydantic models, and hand its JSON schemas to hyperpod_crd for the CRDs the tests install.
 """
@@ -22,7 +22,7 @@ from kvtier.cluster import binaries
 from kvtier.errors import UserError
 
 WORKER = Path(__file__).with_name("hyperpod_sdk_worker.py")
-INSTALL_HINT = "run `make hyperpod-sdk` (toolchain/hyperpod-sdk.sh)"
+INSTALL_HINT = "run `make hyperpod-sdk` (toolchain/side-venv.sh hyperpod-sdk)"
 TIMEOUT = 180.0  # seconds; importing the SDK's models takes about a second
 
 

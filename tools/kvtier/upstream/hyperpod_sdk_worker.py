@@ -1,4 +1,4 @@
-"""Runs inside the HyperPod SDK's own venv (.venv-hyperpod, toolchain/hyperpod-sdk.sh), never in kvtier's.
+"""Runs inside the HyperPod SDK's own venv (.venv-hyperpod: toolchain/side-venv.sh), never in kvtier's.
 
 kvtier starts it as `python hyperpod_sdk_worker.py <command>` with JSON on stdin and reads JSON on stdout
 (tools/kvtier/upstream/hyperpod_sdk.py). Standard library plus the SDK only: it must not import kvtier.
