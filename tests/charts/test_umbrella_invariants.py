@@ -14,6 +14,7 @@ import yaml
 from render import find, helm_bin, render, render_docs
 
 from kvtier import helm, paths
+from kvtier.podscripts import tenant_salt
 
 CHART = paths.CHARTS / "kv-tiered-inference"
 ENVS = sorted(paths.VALUES.glob("*.yaml"))
@@ -130,11 +131,14 @@ def test_each_model_has_one_model_string_dtype_and_tp(values: Path) -> None:
         if "LMCACHE_CONFIG_FILE" in env(container):
             connector = json.loads(flag(args, "--kv-transfer-config") or "{}")
             policy = (spec.get("cache") or {}).get("kvLoadFailurePolicy", "recompute")
+            # cache.tenantIsolation (default on): LMCache's connector with the salt in its keys.
+            isolated = (spec.get("cache") or {}).get("tenantIsolation", True)
+            salted = {"kv_connector": tenant_salt.CONNECTOR, "kv_connector_module_path": tenant_salt.MODULE}
             assert connector == {
                 "kv_connector": "LMCacheConnectorV1",
                 "kv_role": "kv_both",
                 "kv_load_failure_policy": policy,
-            }
+            } | (salted if isolated and spec.get("target") != "hyperpod" else {})
 
 
 def test_two_models_share_seed_chunk_and_path_but_not_config_maps() -> None:

@@ -508,7 +508,7 @@ def test_switching_the_cache_backend_is_an_upgrade_that_keeps_the_l2_claim(
     after = state()
     assert after[0] == before[0], "the upgrade replaced a claim: the L2 data would be gone"
     assert after[1] != before[1], "the live namespace list still names LMCache's namespace"
-    assert '"OffloadingConnector"' in after[2] and '"LMCacheConnectorV1"' in before[2]
+    assert '"OffloadingConnector"' in after[2] and '"SaltTaggedLMCacheConnectorV1"' in before[2]
     _test_hooks_admitted(helm, release)
     helm("rollback", release, "1", "--wait", "--timeout", "5m")
     assert state() == before

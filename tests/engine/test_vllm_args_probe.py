@@ -271,7 +271,11 @@ def test_vllm_accepts_the_rendered_args(verdicts: dict[str, list[dict[str, Any]]
         transfer = parsed["kv_transfer_config"]
         assert transfer["kv_role"] == "kv_both" and transfer["kv_load_failure_policy"] == "recompute"
         if environment != NATIVE:
-            assert transfer["kv_connector"] == "LMCacheConnectorV1"
+            # LMCache's connector with the request's cache_salt in its keys (cache.tenantIsolation)
+            assert (transfer["kv_connector"], transfer["kv_connector_module_path"]) == (
+                "SaltTaggedLMCacheConnectorV1",
+                "tenant_salt",
+            )
             continue
         extra = transfer["kv_connector_extra_config"]
         assert transfer["kv_connector"] == "OffloadingConnector" and transfer["engine_id"] == "$(POD_NAME)"

@@ -3,6 +3,7 @@ Kubernetes model objects (the real engines and router: tests/engine/)."""
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -11,11 +12,14 @@ from kubernetes.client import (
     V1Container,
     V1ContainerPort,
     V1EnvVar,
+    V1EnvVarSource,
     V1ObjectMeta,
     V1Pod,
     V1PodCondition,
     V1PodSpec,
     V1PodStatus,
+    V1Secret,
+    V1SecretKeySelector,
     V1VolumeMount,
 )
 from test_kvcheck_fakes import FakeReplica, as_json, as_text, closed_port_url, serve
@@ -174,6 +178,53 @@ def test_l2_path_from_hyperpod_env_or_chart_volume() -> None:
     assert reach.l2_path(chart, "vllm") == "/mnt/l2"
     remote = pod("r", env=[V1EnvVar(name="LMCACHE_REMOTE_URL", value="sagemaker-hyperpod://10.0.0.1:9200")])
     assert reach.l2_path(remote, "vllm") is None
+
+
+class Secrets:
+    """read_namespaced_secret from {name: {key: base64 value}}; any other name is forbidden."""
+
+    def __init__(self, secrets: dict[str, dict[str, str]]) -> None:
+        self.secrets = secrets
+
+    def read_namespaced_secret(self, name: str, namespace: str) -> V1Secret:
+        if name not in self.secrets:
+            raise RuntimeError(f'(403) secrets "{name}" is forbidden')
+        return V1Secret(data=self.secrets[name])
+
+
+def test_the_api_key_comes_from_the_secret_the_engines_read() -> None:
+    ref = V1EnvVarSource(secret_key_ref=V1SecretKeySelector(name="kv-key", key="api-key"))
+    engine = pod("e-0", env=[V1EnvVar(name="VLLM_API_KEY", value_from=ref)])
+    source = reach.api_key_source(engine, "vllm")
+    assert source == ("kv-key", "api-key")
+    api = Secrets({"kv-key": {"api-key": base64.b64encode(b"s3cret").decode()}})
+    assert reach.read_api_key(api, "ns", source) == "s3cret"
+    assert reach.api_key_source(pod("open"), "vllm") is None
+    assert reach.read_api_key(api, "ns", None) is None
+
+
+def test_an_unreadable_api_key_secret_says_how_to_pass_the_key() -> None:
+    with pytest.raises(UserError, match=r"Secret ns/other .*forbidden.*export VLLM_API_KEY"):
+        reach.read_api_key(Secrets({}), "ns", ("other", "api-key"))
+    with pytest.raises(UserError, match=r"has no key 'api-key'"):
+        reach.read_api_key(Secrets({"kv-key": {}}), "ns", ("kv-key", "api-key"))
+
+
+def test_kvcheck_sends_the_key_as_a_bearer_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kvtier.podscripts import kvcheck
+
+    sent: list[str | None] = []
+    monkeypatch.setattr(
+        kvcheck.urllib.request, "urlopen", lambda r, timeout: sent.append(r.get_header("Authorization"))
+    )
+    monkeypatch.delenv("VLLM_API_KEY", raising=False)
+    monkeypatch.setattr(kvcheck, "API_KEY", None)
+    kvcheck._open("http://h:1/v1/models")
+    monkeypatch.setenv("VLLM_API_KEY", "from-env")
+    kvcheck._open("http://h:1/v1/models")
+    monkeypatch.setattr(kvcheck, "API_KEY", "from-release")
+    kvcheck._open("http://h:1/v1/models")
+    assert sent == [None, "Bearer from-env", "Bearer from-release"]
 
 
 def test_default_selectors_follow_the_chart_labels() -> None:

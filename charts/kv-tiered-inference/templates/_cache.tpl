@@ -266,7 +266,21 @@ remote_serde: naive
 {{- end -}}
 
 {{/*
-Where the engines import l2_hits.py from (the podscripts ConfigMap) when they record hits.
+"true" when the engines load the salt-tagging LMCache connector (cache.tenantIsolation, standalone target,
+LMCache): LMCache's own in-process connector keys chunks on tokens alone, so one tenant's KV would serve
+another's (docs/security.md).
+*/}}
+{{- define "kv-tiered-inference.saltConnector" -}}
+{{- if and (eq .Values.target "standalone") .Values.cache.tenantIsolation (include "kv-tiered-inference.lmcacheEnabled" .) -}}true{{- end -}}
+{{- end -}}
+
+{{/* "true" when the engines import a module from the podscripts ConfigMap (the salt connector, l2_hits.py). */}}
+{{- define "kv-tiered-inference.enginePodscripts" -}}
+{{- if or (include "kv-tiered-inference.saltConnector" .) (include "kv-tiered-inference.recordHits" .) -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+Where the engines import the salt connector and l2_hits.py from (the podscripts ConfigMap).
 */}}
 {{- define "kv-tiered-inference.podscriptsMountPath" -}}/opt/kvtier/podscripts{{- end -}}
 

@@ -148,6 +148,11 @@ The full `vllm serve` argument list of one model, as JSON. Input: dict "root" $ 
 {{- end -}}
 {{- if include "kv-tiered-inference.lmcacheEnabled" .root -}}
 {{- $transfer := dict "kv_connector" "LMCacheConnectorV1" "kv_role" "kv_both" "kv_load_failure_policy" ($v.cache.kvLoadFailurePolicy | default "recompute") -}}
+{{- if include "kv-tiered-inference.saltConnector" .root -}}
+{{- /* LMCache's connector plus the request's cache_salt as a chunk-key tag (tenant_salt.py). */ -}}
+{{- $_ := set $transfer "kv_connector" "SaltTaggedLMCacheConnectorV1" -}}
+{{- $_ := set $transfer "kv_connector_module_path" "tenant_salt" -}}
+{{- end -}}
 {{- $args = concat $args (list "--kv-transfer-config" (toJson $transfer)) -}}
 {{- else if include "kv-tiered-inference.nativeEnabled" .root -}}
 {{- $args = concat $args (list "--kv-transfer-config" (include "kv-tiered-inference.nativeTransferConfig" .) "--prefix-caching-hash-algo" $v.cache.hashAlgorithm) -}}

@@ -109,6 +109,13 @@ hyperpod-operator-supports and hyperpod-multiprocess-lmcache say the same before
 {{- if and $hp.tolerations (semverCompare "<3.7.0" $version) -}}
 {{- fail (printf "hyperpod.tolerations needs operator >= 3.7 (hyperpod.operator.version is %s); older operators drop them silently" (toString $hp.operator.version)) -}}
 {{- end -}}
+{{- if .Values.auth.apiKeySecret.name -}}
+{{- fail "auth.apiKeySecret: on target hyperpod the operator renders the engine pods, which this chart cannot give the key; leave auth.apiKeySecret.name empty and authenticate at the endpoint's gateway (docs/security.md)" -}}
+{{- end -}}
+{{- $cache := .Values.cache -}}
+{{- if and $cache.tenantIsolation (eq $cache.backend "lmcache") (not (include "kv-tiered-inference.hyperpod.multiProcess" .)) (or $cache.l1.enabled $cache.l2.enabled) -}}
+{{- fail "cache.tenantIsolation: the operator's InProcess LMCache connector keys L1/L2 chunks on tokens alone, so one tenant's cache_salt does not keep another from reading its KV; use hyperpod.lmcache.mode MultiProcess (its keys carry the salt), or set cache.tenantIsolation=false for a release that serves one tenant (docs/security.md)" -}}
+{{- end -}}
 {{- $tag := toString $hp.worker.image.tag -}}
 {{- if and (include "kv-tiered-inference.hyperpod.multiProcess" .) (regexMatch "^v?[0-9]+[.][0-9]+[.][0-9]+$" $tag) (semverCompare "<0.5.0" (trimPrefix "v" $tag)) -}}
 {{- fail (printf "hyperpod.lmcache.mode MultiProcess needs LMCache >= 0.5.0 in the worker image; hyperpod.worker.image.tag is %s" $tag) -}}

@@ -88,3 +88,17 @@ The eviction CronJob and its ConfigMap: a CronJob name may not exceed 52 charact
 {{- define "kv-tiered-inference.l2EvictionName" -}}
 {{- include "kv-tiered-inference.suffixedName" (dict "base" (include "kv-tiered-inference.fullname" .) "suffix" "-l2-eviction" "max" 52) -}}
 {{- end -}}
+
+{{/*
+The API-key env var (auth.apiKeySecret) of engines, routers and test pods, as a list item; empty when no
+Secret is named. Input: root.
+*/}}
+{{- define "kv-tiered-inference.apiKeyEnv" -}}
+{{- with .Values.auth.apiKeySecret.name }}
+- name: VLLM_API_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ . }}
+      key: {{ $.Values.auth.apiKeySecret.key }}
+{{- end }}
+{{- end -}}

@@ -78,5 +78,7 @@ spelling (vLLM's default is 16). */ -}}
 {{- $args = concat $args (list "--kv-event-model" .model.model) -}}
 {{- end -}}
 {{- end -}}
+{{- /* The key engines require, from the pod's VLLM_API_KEY (a Secret): Kubernetes expands $(VAR) in args. */ -}}
+{{- if $v.auth.apiKeySecret.name }}{{ $args = concat $args (list "--api-key" "$(VLLM_API_KEY)") }}{{ end -}}
 {{- toJson (concat $args ($r.extraArgs | default list)) -}}
 {{- end -}}

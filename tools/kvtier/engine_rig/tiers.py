@@ -132,6 +132,8 @@ class TieredRig:
         volumes = {"l2cache": shared_l2, "model": models, "cache": pod / "cache", "tmp": pod / "tmp"}
         for directory in volumes.values():
             directory.mkdir(parents=True, exist_ok=True)
+        # The podscripts ConfigMap: the salt connector and the L2 hit recorder the engines import.
+        volumes["podscripts"] = rendered.CHART / "files" / "podscripts"
         port = processes.free_port()
         # One pod name per replica and run: the native CPU tier's /dev/shm region is named after it.
         run = hashlib.sha256(str(self.work_dir).encode()).hexdigest()[:8]

@@ -435,8 +435,14 @@ def check(argv: list[str]) -> dict[str, Any]:
     return verdict
 
 
+# The engine pods import the modules --kv-transfer-config names by kv_connector_module_path (the salt
+# connector) from the podscripts ConfigMap on their PYTHONPATH; these are its sources.
+PODSCRIPTS = Path(__file__).resolve().parents[1] / "podscripts"
+
+
 def main(path: Path) -> None:
     _setup()
+    sys.path.append(str(PODSCRIPTS))
     # vLLM logs to stdout; the verdicts keep this process's stdout to themselves and the rest goes to stderr.
     out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)

@@ -30,6 +30,7 @@ from typing import Any
 
 PASS, FAIL, USAGE = 0, 1, 2
 DEFAULT_TIMEOUT = 30.0
+API_KEY: str | None = None  # set by kvtier smoke/bench from the release; else $VLLM_API_KEY
 # Counters that say how many prompt tokens came from a cache, by tier (first match wins per tier).
 # L0: vLLM's own prefix cache; L1+L2: tokens the KV connector (LMCache or vLLM's offloading) supplied.
 L0_HIT_METRICS = ("vllm:prefix_cache_hits",)
@@ -72,6 +73,10 @@ def _open(url: str, data: dict | None = None, timeout: float = DEFAULT_TIMEOUT) 
     method = "POST" if data is not None else "GET"
     body = json.dumps(data).encode() if data is not None else None
     request = urllib.request.Request(url, data=body, method=method)
+    # The key the engines require (auth.apiKeySecret): the test pods get it from the Secret; kvtier smoke
+    # and bench set API_KEY from the release's Secret, or take it from the environment too.
+    if api_key := API_KEY or os.environ.get("VLLM_API_KEY"):
+        request.add_header("Authorization", f"Bearer {api_key}")
     if body is not None:
         request.add_header("Content-Type", "application/json")
     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from kvtier.errors import UserError
 L2_URL_ENV = "LMCACHE_REMOTE_URL"
 FS_SCHEME = "fs://"
 L2_VOLUME = "l2cache"  # the umbrella chart's L2 volume name
+API_KEY_ENV = "VLLM_API_KEY"  # the key vLLM requires on /v1 (auth.apiKeySecret)
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,7 @@ class PodPort:
     port: int
     l2_path: str | None = None  # the engine's filesystem L2 directory (from LMCACHE_REMOTE_URL)
     container: str | None = None
+    api_key: tuple[str, str] | str | None = None  # VLLM_API_KEY: (Secret, key) or a literal value
 
 
 def default_selector(release: str, component: str) -> str:
@@ -69,6 +72,37 @@ def l2_path(pod: Any, container: str) -> str | None:
     return None
 
 
+def api_key_source(pod: Any, container: str) -> tuple[str, str] | str | None:
+    """Where the container's VLLM_API_KEY comes from: (Secret name, key), a literal, or None (no key)."""
+    for c in pod.spec.containers:
+        for env in (c.env or []) if c.name == container else []:
+            if env.name != API_KEY_ENV:
+                continue
+            ref = env.value_from.secret_key_ref if env.value_from else None
+            return (ref.name, ref.key) if ref else env.value
+    return None
+
+
+def read_api_key(api: Any, namespace: str, source: tuple[str, str] | str | None) -> str | None:
+    """The engines' API key, read from its Secret as the pods get it (needs `get secrets`)."""
+    if not isinstance(source, tuple):
+        return source
+    import base64
+
+    name, key = source
+    try:
+        data = api.read_namespaced_secret(name, namespace).data or {}
+    except Exception as error:  # forbidden or missing: say which Secret and how to pass the key instead
+        why = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise UserError(
+            f"the engines require an API key from Secret {namespace}/{name} (key {key!r}), which could not "
+            f"be read ({why}); grant `get secrets` or export {API_KEY_ENV} and retry"
+        ) from None
+    if key not in data:
+        raise UserError(f"Secret {namespace}/{name} has no key {key!r} (auth.apiKeySecret.key); add it")
+    return base64.b64decode(data[key]).decode()
+
+
 def find(
     api: Any, namespace: str, selector: str, port_names: tuple[str, ...], what: str, optional: bool = False
 ) -> list[PodPort]:
@@ -86,7 +120,11 @@ def find(
     found = []
     for pod in ready:
         port, container = _port(pod, port_names)
-        found.append(PodPort(pod.metadata.name, port, l2_path(pod, container), container))
+        found.append(
+            PodPort(
+                pod.metadata.name, port, l2_path(pod, container), container, api_key_source(pod, container)
+            )
+        )
     return found
 
 
@@ -140,10 +178,14 @@ class Reached:
 @contextmanager
 def reach(api: Any, namespace: str, selectors: Selectors, kvcheck_source: str) -> Iterator[Reached]:
     """Port-forward to one router pod, two engine pods and the Curvine master; close them after."""
+    from kvtier.podscripts import kvcheck
     from kvtier.smoke.portforward import forward
 
     routers = find(api, namespace, selectors.router, ("http",), "router")
     engines = find(api, namespace, selectors.engine, ("http",), "engine")
+    # A key in the environment wins (as vLLM's own clients read theirs), else the one the engines get.
+    if not os.environ.get(API_KEY_ENV):
+        kvcheck.API_KEY = read_api_key(api, namespace, engines[0].api_key)
     masters = (
         find(api, namespace, selectors.curvine, ("web",), "Curvine master", optional=True)
         if selectors.curvine
