@@ -20,6 +20,7 @@ import secrets
 import threading
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
@@ -193,30 +194,47 @@ class _StubWorker(BaseHTTPRequestHandler):
         self._answer()
 
 
-def test_the_router_forwards_the_salt_unchanged(tmp_path, need) -> None:
-    """vllm-router with the chart's flags re-serialises the body it forwards; the salt (any characters
-    vLLM accepts) must arrive as the client sent it, or the engines would key on something else."""
+@contextmanager
+def router_before_stub(tmp_path, need, *extra: str) -> Iterator[str]:
+    """The real vllm-router, with the chart's prefix-aware flags plus `extra`, in front of a _StubWorker
+    (whose records start empty); yields the router's URL."""
     try:
         engine_rig.engine_python()
     except RigError as error:
         need(False, f"engine rig unavailable: {error}")
+    _StubWorker.bodies.clear()
+    _StubWorker.authorizations.clear()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _StubWorker)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    salt = "tenant A: %20 ünïcode + spaces"
     try:
         flags, _source = router_flags.router_flags("prefixaware")
         port = processes.free_port()
         worker = f"http://127.0.0.1:{server.server_address[1]}"
-        argv = engine_rig.router_argv(flags, [worker], port, processes.free_port())
-        with engine_rig.running_router(argv, port, "salt", tmp_path) as url:
-            body = {"model": engine_rig.MODEL_NAME, "prompt": "hello", "max_tokens": 2, "cache_salt": salt}
-            request = urllib.request.Request(
-                url + "/v1/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
-            )
-            with urllib.request.urlopen(request, timeout=30):  # loopback only
-                pass
+        argv = [*engine_rig.router_argv(flags, [worker], port, processes.free_port()), *extra]
+        with engine_rig.running_router(argv, port, "stub", tmp_path) as url:
+            yield url
     finally:
         server.shutdown()
+
+
+def complete(url: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+    """One completion through the router (loopback only)."""
+    sent = {"model": engine_rig.MODEL_NAME, "prompt": "hello", "max_tokens": 2} | body
+    request = urllib.request.Request(
+        url + "/v1/completions",
+        json.dumps(sent).encode(),
+        {"Content-Type": "application/json"} | (headers or {}),
+    )
+    with urllib.request.urlopen(request, timeout=30):
+        pass
+
+
+def test_the_router_forwards_the_salt_unchanged(tmp_path, need) -> None:
+    """vllm-router with the chart's flags re-serialises the body it forwards; the salt (any characters
+    vLLM accepts) must arrive as the client sent it, or the engines would key on something else."""
+    salt = "tenant A: %20 ünïcode + spaces"
+    with router_before_stub(tmp_path, need) as url:
+        complete(url, {"cache_salt": salt})
     forwarded = [sent for path, sent in _StubWorker.bodies if path == "/v1/completions"]
     assert forwarded, f"the router sent no completion to the worker: {_StubWorker.bodies}"
     assert all(sent.get("cache_salt") == salt for sent in forwarded), forwarded
@@ -239,29 +257,9 @@ def test_the_router_passes_the_clients_key_on_and_uses_its_own_for_its_calls(tmp
     the client's Authorization header as it came (none stays none, so the engine refuses an anonymous
     client), and presents its own `--api-key` (the chart's `$(VLLM_API_KEY)`) only on the calls it makes
     itself: the prefix-aware policy's /render."""
-    try:
-        engine_rig.engine_python()
-    except RigError as error:
-        need(False, f"engine rig unavailable: {error}")
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _StubWorker)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    _StubWorker.authorizations.clear()
-    try:
-        flags, _source = router_flags.router_flags("prefixaware")
-        port = processes.free_port()
-        worker = f"http://127.0.0.1:{server.server_address[1]}"
-        argv = [*engine_rig.router_argv(flags, [worker], port, processes.free_port()), "--api-key", "k3y"]
-        with engine_rig.running_router(argv, port, "auth", tmp_path) as url:
-            for client_key in (None, "Bearer client"):
-                body = {"model": engine_rig.MODEL_NAME, "prompt": "hello", "max_tokens": 2}
-                headers = {"Content-Type": "application/json"} | (
-                    {"Authorization": client_key} if client_key else {}
-                )
-                request = urllib.request.Request(url + "/v1/completions", json.dumps(body).encode(), headers)
-                with urllib.request.urlopen(request, timeout=30):  # loopback only
-                    pass
-    finally:
-        server.shutdown()
+    with router_before_stub(tmp_path, need, "--api-key", "k3y") as url:
+        complete(url, {})
+        complete(url, {}, {"Authorization": "Bearer client"})
     seen = _StubWorker.authorizations
     assert [auth for path, auth in seen if path == "/v1/completions"] == [None, "Bearer client"], seen
     renders = [auth for path, auth in seen if path == "/v1/completions/render"]

@@ -152,7 +152,11 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
         "Deployment 'engine' is rendered more than once",
     ),
     "policy-no-inline-secrets": (
-        _add({"kind": "Secret", "metadata": {"name": "empty"}}),
+        # an empty Secret, and a key expanded by the kubelet from another (Secret-backed) variable
+        lambda manifests: (
+            _add({"kind": "Secret", "metadata": {"name": "empty"}})(manifests),
+            _container(env=[{"name": "VLLM_API_KEY", "value": "$(FROM_SECRET)"}])(manifests),
+        ),
         _container(env=[{"name": "HF_TOKEN", "value": "hf_abc"}]),
         "literal value",
     ),

@@ -8,6 +8,7 @@ from typing import Any
 
 from kvtier.validate.findings import POLICY
 from kvtier.validate.rules import Hit, ManifestsContext, rule
+from kvtier.validate.secret_rules import is_literal
 
 WORKLOADS = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob", "Pod"}
 LONG_RUNNING = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet"}
@@ -179,7 +180,8 @@ def no_inline_secrets(ctx: ManifestsContext) -> Iterator[Hit]:
     for m, spec in workloads(ctx):
         for field, c in containers(spec):
             for env in c.get("env") or []:
-                if _SECRET_ENV.search(str(env.get("name", ""))) and env.get("value"):
+                # A $(NAME) reference is expanded by the kubelet from another variable: not a literal.
+                if _SECRET_ENV.search(str(env.get("name", ""))) and is_literal(env.get("value")):
                     yield Hit(
                         f"container {c.get('name')} env {env['name']} has a literal value",
                         subject=subject(m),
