@@ -253,8 +253,8 @@ def test_each_salt_stores_its_own_chunks_on_l2(measured: dict) -> None:
 
 
 def test_the_router_passes_the_clients_key_on_and_uses_its_own_for_its_calls(tmp_path, need) -> None:
-    """auth.apiKeySecret: the engines refuse /v1 without the key. vllm-router 0.1.17 forwards a request with
-    the client's Authorization header as it came (none stays none, so the engine refuses an anonymous
+    """auth.apiKeySecret: the engines refuse /v1 without the key. The pinned vllm-router forwards a request
+    with the client's Authorization header as it came (none stays none, so the engine refuses an anonymous
     client), and presents its own `--api-key` (the chart's `$(VLLM_API_KEY)`) only on the calls it makes
     itself: the prefix-aware policy's /render."""
     with router_before_stub(tmp_path, need, "--api-key", "k3y") as url:

@@ -186,6 +186,32 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
         _set("engine", "extraEnv", value=[{"name": "HF_TOKEN", "value": "hf_abc"}]),
         "engine.extraEnv[0] sets HF_TOKEN to a literal value",
     ),
+    "networkpolicy-metrics-scraper": (
+        _both(
+            _set("metrics", "podMonitor", value={"enabled": True}),
+            _set("networkPolicy", value={"metricsFrom": [{"namespaceSelector": {}}]}),
+        ),
+        _both(
+            _set("metrics", "podMonitor", value={"enabled": True}),
+            _set("networkPolicy", value={"enabled": True}),
+        ),
+        "metrics.podMonitor on, but networkPolicy.metricsFrom is empty",
+    ),
+    "networkpolicy-node-cidrs": (
+        _set("curvine", "networkPolicy", value={"nodeCIDRs": ["10.0.0.0/16"]}),
+        _set("curvine", "worker", value={"hostNetwork": True}),
+        "curvine.worker.hostNetwork is true, but curvine.networkPolicy.nodeCIDRs is empty",
+    ),
+    "hyperpod-tenant-isolation": (
+        _both(_hyperpod("3.7", **MULTIPROCESS), _set("cache", "tenantIsolation", value=True)),
+        _both(_hyperpod("3.7"), _set("cache", "tenantIsolation", value=True)),
+        "the operator's InProcess LMCache connector keys L1/L2 chunks on tokens alone",
+    ),
+    "hyperpod-api-key": (
+        _set("auth", value={"apiKeySecret": {"name": "kv-key"}}),
+        _both(_hyperpod("3.7"), _set("auth", value={"apiKeySecret": {"name": "kv-key"}})),
+        "auth.apiKeySecret.name is set on target hyperpod",
+    ),
     "model-revision-pinned": (
         _nothing,  # the baseline pins a commit
         _model(source={"huggingface": {"tokenSecret": {"name": "hf", "key": "token"}}}),

@@ -81,7 +81,10 @@ def multiprocess_lmcache(ctx: ValuesContext) -> Iterator[Hit]:
 )
 def tenant_isolation(ctx: ValuesContext) -> Iterator[Hit]:
     values = ctx.values
-    if lookup(values, "target") != "hyperpod" or lookup(values, "cache", "tenantIsolation") is not True:
+    if (
+        lookup(values, "target") != "hyperpod"
+        or lookup(values, "cache", "tenantIsolation", default=True) is not True
+    ):
         return
     offloads = any(lookup(values, "cache", tier, "enabled") is True for tier in ("l1", "l2"))
     in_process = lookup(values, "hyperpod", "lmcache", "mode", default="InProcess") != "MultiProcess"
