@@ -29,8 +29,8 @@ def test_timestamps_stay_strings_as_in_helm(tmp_path: Path) -> None:
 
 def test_merge_keys_are_resolved(tmp_path: Path) -> None:
     path = tmp_path / "v.yaml"
-    path.write_text("base: &b {x: 1, y: 2}\nother:\n  <<: *b\n  y: 3\n")
-    assert loader.load(path).data["other"] == {"x": 1, "y": 3}
+    path.write_text("base: &b {x: 1, z: 2}\nother:\n  <<: *b\n  z: 3\n")
+    assert loader.load(path).data["other"] == {"x": 1, "z": 3}
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvtier import paths
+from kvtier import helmyaml, paths
 from kvtier.errors import UserError
 from kvtier.validate import loader, merge, pipeline, schema_check
 
@@ -27,7 +27,7 @@ def _settings(examples: int) -> settings:
 
 
 OPTIONS = pipeline.Options(render=False)
-DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+DUMPER = helmyaml.Dumper  # values files as Helm reads them: `0E0` must stay text
 GOOD = Path(__file__).parents[1] / "fixtures" / "values" / "good-minimal.yaml"
 SOURCES = [*sorted(paths.VALUES.glob("*.yaml")), GOOD]
 

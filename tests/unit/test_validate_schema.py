@@ -125,6 +125,20 @@ def test_real_umbrella_schema_names_a_typo(tmp_path: Path, need) -> None:
     assert (finding.file, finding.line) == (str(values), 2)
 
 
+def test_text_yaml_reads_as_another_type_is_found_with_the_quoting_fix(tmp_path: Path, need) -> None:
+    """`n` and `0o10` are text to PyYAML but false and 8 to Helm, which refuses both for string keys
+    (checked against helm3 by hand: "got boolean, want string", "got number, want string")."""
+    need((paths.SCHEMA / "kv-tiered-inference.values.schema.json").is_file(), "no umbrella schema yet")
+    values = tmp_path / "env.yaml"
+    values.write_text("engine:\n  podAnnotations:\n    sidecar.istio.io/inject: n\n  image:\n    tag: 0o10\n")
+    findings = {f.path: f for f in as_helm(loader.load(values))}
+    assert set(findings) == {"engine.podAnnotations.sidecar.istio.io/inject", "engine.image.tag"}
+    inject, tag = findings["engine.podAnnotations.sidecar.istio.io/inject"], findings["engine.image.tag"]
+    assert (inject.line, inject.message) == (3, "wrong type: found boolean false")
+    assert "quote it" in inject.suggestion and "y, n, yes, no" in inject.suggestion
+    assert (tag.line, tag.message) == (5, "wrong type: found integer 8") and "0x/0o/0b" in tag.suggestion
+
+
 def test_charts_schema_copies_are_current() -> None:
     """Each chart's values.schema.json comes from schema/: a hand edit or a missed generate fails."""
     assert derived.stale() == []

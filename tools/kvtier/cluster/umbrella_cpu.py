@@ -16,9 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from kvtier import paths
+from kvtier import helmyaml, paths
 from kvtier.cluster import images, realnode
 from kvtier.cluster.realclient import Kube
 from kvtier.engine_rig import rig as engine_rig
@@ -96,7 +94,7 @@ def prepare(kube: Kube, ns: str, overlay_values: dict[str, Any]) -> Prepared:
     )
     kube.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": claims}))
     values = volumes / "overlay.yaml"
-    values.write_text(yaml.safe_dump(overlay_values))
+    values.write_text(helmyaml.dump(overlay_values))  # read by Helm: quote what its YAML would retype
     return Prepared(ns, volumes, values)
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from kvtier import helm, paths
+from kvtier import helm, helmyaml, paths
 from kvtier.engine_rig.errors import RigError
 
 CHART = paths.CHARTS / "kv-tiered-inference"
@@ -46,7 +46,7 @@ ENV_REFERENCE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 def render_engine(values: list[Path], overlay: dict[str, Any], work_dir: Path) -> RenderedEngine:
     overlay_file = work_dir / "rig-overlay.yaml"
     overlay_file.parent.mkdir(parents=True, exist_ok=True)
-    overlay_file.write_text(yaml.safe_dump(overlay))
+    overlay_file.write_text(helmyaml.dump(overlay))  # read by Helm: quote what its YAML would retype
     args = ["template", "rig", str(CHART), "--namespace", "rig"]
     for file in [*values, overlay_file]:
         args += ["--values", str(file)]

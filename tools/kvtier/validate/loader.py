@@ -1,9 +1,10 @@
 """YAML values files loaded with positions: every key path maps to its line and column.
 
 PyYAML's compose step keeps a mark on every node; building the Python value ourselves from the
-nodes lets us keep those marks, refuse duplicate keys (PyYAML silently keeps the last one, Helm's
-parser refuses them) and keep timestamps as strings (as Helm does). Every problem with the file itself
-becomes a UserError naming the file, line and column.
+nodes lets us keep those marks and refuse duplicate keys (PyYAML silently keeps the last one, Helm's
+parser refuses them). Scalars and keys are read as Helm reads them (kvtier.helmyaml: `y` is true, `1:20`
+and timestamps are text, `.inf` is refused). Every problem with the file itself becomes a UserError
+naming the file, line and column.
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from typing import Any
 
 import yaml
 
-from kvtier import inputfiles
+from kvtier import helmyaml, inputfiles
 from kvtier.errors import UserError
 
 MAX_BYTES = 2 * 2**20  # a values file larger than this is a mistake (a binary, a log, a dump)
 MAX_NODES = 200_000  # guards against alias bombs ("billion laughs")
-Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+Loader = helmyaml.Loader
 KeyPath = tuple[str | int, ...]
 
 
@@ -52,7 +53,7 @@ def format_path(key_path: KeyPath) -> str:
 class _Builder:
     def __init__(self, loaded: Loaded) -> None:
         self.loaded = loaded
-        self.constructor = yaml.SafeLoader("")
+        self.constructor = helmyaml.Loader("")
         self.count = 0
 
     def fail(self, node: yaml.Node, message: str) -> UserError:
@@ -70,12 +71,19 @@ class _Builder:
             return self.mapping(node, key_path)
         if isinstance(node, yaml.SequenceNode):
             return [self.build(item, (*key_path, i)) for i, item in enumerate(node.value)]
-        if node.tag == "tag:yaml.org,2002:timestamp":
-            return str(node.value)
+        try:
+            value = self.constructor.construct_object(node)
+        except yaml.YAMLError as error:
+            raise self.fail(node, f"cannot read this value: {getattr(error, 'problem', error)}") from None
+        if problem := helmyaml.json_problem(value):
+            raise self.fail(node, problem)
+        return helmyaml.json_number(value)
+
+    def key(self, node: yaml.Node) -> Any:
         try:
             return self.constructor.construct_object(node)
         except yaml.YAMLError as error:
-            raise self.fail(node, f"cannot read this value: {getattr(error, 'problem', error)}") from None
+            raise self.fail(node, f"cannot read this key: {getattr(error, 'problem', error)}") from None
 
     def mapping(self, node: yaml.MappingNode, key_path: KeyPath) -> dict[Any, Any]:
         seen: dict[Any, yaml.Node] = {}
@@ -84,23 +92,26 @@ class _Builder:
                 continue
             if not isinstance(key_node, yaml.ScalarNode):
                 raise self.fail(key_node, "a key must be a plain scalar, not a list or mapping")
-            key = self.constructor.construct_object(key_node)
-            if key in seen:
-                first = seen[key].start_mark.line + 1
-                raise self.fail(key_node, f"duplicate key {key!r} (first defined on line {first}); keep one")
-            seen[key] = key_node
+            key = self.key(key_node)
+            identity = (type(key).__name__, key)  # go-yaml compares typed keys: 1, 1.0 and true differ
+            if identity in seen:
+                first = seen[identity].start_mark.line + 1
+                message = f"duplicate key {key_node.value!r} (first defined on line {first}); keep one"
+                raise self.fail(key_node, message)
+            seen[identity] = key_node
         try:
             self.constructor.flatten_mapping(node)  # resolves `<<: *anchor` merges in place
         except yaml.YAMLError as error:
             raise self.fail(node, f"bad merge key: {getattr(error, 'problem', error)}") from None
         out: dict[Any, Any] = {}
         for key_node, value_node in node.value:
-            key = self.constructor.construct_object(key_node)
-            if not isinstance(key, str | int | float | bool) and key is not None:
-                raise self.fail(key_node, f"unsupported key type {type(key).__name__}")
-            child = (*key_path, str(key))
+            key = helmyaml.key_text(self.key(key_node))
+            if key is None:
+                why = "it reads as null or a number past 64 bits"
+                raise self.fail(key_node, f"Helm cannot use {key_node.value!r} as a key ({why}); quote it")
+            child = (*key_path, key)
             self.loaded.marks[child] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
-            out[str(key) if not isinstance(key, str) else key] = self.build(value_node, child)
+            out[key] = self.build(value_node, child)
         return out
 
 

@@ -28,11 +28,11 @@ from typing import Any
 
 import yaml
 
-from kvtier import paths
+from kvtier import helmyaml, paths
 
 UMBRELLA = "kv-tiered-inference"
 GLOBAL = "global"
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_Loader = helmyaml.Loader  # Helm reads its charts' values.yaml as it reads -f files
 
 
 class TypeMismatch(ValueError):

@@ -12,11 +12,11 @@ from typing import Any
 
 import yaml
 
-from kvtier import helm, paths, toolchain
+from kvtier import helm, helmyaml, paths, toolchain
 from kvtier.validate.findings import Finding
 from kvtier.validate.merge import UMBRELLA
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_Loader = helmyaml.Loader  # the API server and Helm read YAML alike (sigs.k8s.io/yaml)
 TIMEOUT_S = 120
 
 

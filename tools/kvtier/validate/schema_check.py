@@ -98,6 +98,24 @@ def type_name(value: Any) -> str:
     }.get(type(value), type(value).__name__)
 
 
+# what unquoted text Helm's YAML reads as each non-string type (kvtier.helmyaml)
+_UNQUOTED = {
+    "boolean": "y, n, yes, no, on, off, true and false",
+    "integer": "digits, 0x/0o/0b prefixes and a leading 0 (octal)",
+    "number": "digits with a point or an exponent (1e3)",
+    "null": "an empty value, ~ and null",
+}
+
+
+def _quote_hint(value: Any, expected: Any) -> str:
+    """For text the schema wants but YAML read as something else: the fix is quotes."""
+    wanted = expected if isinstance(expected, list) else [expected]
+    kind = type_name(value)
+    if "string" not in wanted or kind not in _UNQUOTED:
+        return ""
+    return f"if you meant text, quote it: Helm reads unquoted {_UNQUOTED[kind]} as {kind}"
+
+
 def _short(value: Any) -> str:
     text = json.dumps(value, default=str)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -155,9 +173,8 @@ def _translate(error: ValidationError, origins: Origins, scope: KeyPath = ()) ->
             for k in missing
         ]
     if keyword == "type":
-        return [
-            finding(at, f"wrong type: found {type_name(value)} {_short(value)}", f"{error.validator_value}")
-        ]
+        found = f"wrong type: found {type_name(value)} {_short(value)}"
+        return [finding(at, found, f"{error.validator_value}", _quote_hint(value, error.validator_value))]
     if keyword == "enum":
         choices = [str(c) for c in error.validator_value]
         hint = closest(str(value), choices)
