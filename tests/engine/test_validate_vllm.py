@@ -20,6 +20,15 @@ def _variant(work: Path, name: str, **model: object) -> Path:
     return path
 
 
+def _kvaware_variant(work: Path, name: str, **model: object) -> Path:
+    """values/cpu.yaml under kvaware routing: the engines are a StatefulSet."""
+    values = yaml.safe_load(_variant(work, name, **model).read_text())
+    values.setdefault("routing", {})["strategy"] = "kvaware"
+    path = work / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(values, sort_keys=False))
+    return path
+
+
 def _native_variant(work: Path, name: str, **cache: object) -> Path:
     values = yaml.safe_load((paths.VALUES / "prod-native-g6e-4xlarge.yaml").read_text())
     values["cache"].update(cache)
@@ -35,9 +44,10 @@ def test_vllm_judges_the_engine_args_of_every_file(work: Path) -> None:
         _variant(work, "bad-choice", extraArgs=["--enforce-eager", "--kv-cache-dtype", "bogus"]),
         paths.VALUES / "prod-native-g6e-4xlarge.yaml",
         _native_variant(work, "native-chunk", chunkSize=200),
+        _kvaware_variant(work, "kvaware-zero-seqs", extraArgs=["--max-num-seqs", "0"]),
     ]
     options = pipeline.Options(helm_majors=(3,), minors=("1.35",), vllm=True)
-    good, zero, choice, native, uneven = pipeline.validate(files, options)
+    good, zero, choice, native, uneven, kvaware = pipeline.validate(files, options)
 
     assert good.checks[VLLM].status == OK, good.checks[VLLM]
     assert "1 engine(s)" in good.checks[VLLM].detail
@@ -53,6 +63,9 @@ def test_vllm_judges_the_engine_args_of_every_file(work: Path) -> None:
         assert finding.path == f"models[0].extraArgs[{item}]" and finding.line is not None, finding
         assert finding.subject.startswith("Deployment/"), finding
         assert pipeline.exit_code([report]) == 1
+    # kvaware routing runs the engines as a StatefulSet: judged all the same
+    [finding] = [f for f in kvaware.findings if f.check == VLLM]
+    assert finding.subject.startswith("StatefulSet/") and finding.path == "models[0].extraArgs[0]", finding
 
 
 def test_without_the_flag_the_row_says_it_was_not_asked() -> None:

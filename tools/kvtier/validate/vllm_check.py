@@ -1,6 +1,7 @@
 """vLLM's own judgement of the rendered engine arguments (`kvtier validate --vllm`).
 
-The `vllm serve` arguments of every rendered engine Deployment are parsed and checked by the pinned vLLM
+The `vllm serve` arguments of every rendered engine (a Deployment, or a StatefulSet under kvaware routing)
+are parsed and checked by the pinned vLLM
 in the engine venv (engine_rig/vllm_args_probe.py: its parser, EngineArgs and config classes, the checks
 the serve path runs before it reads the model). All files of a run share one probe process: importing
 vLLM is most of its cost. A refused argument is traced to the values key that renders it: the model's
@@ -50,20 +51,25 @@ class Engine:
 
     file: str
     model: str
-    deployment: str
+    workload: str  # Kind/name of the object that runs it
     args: list[str]
+
+
+# the kinds the chart runs engines as: a Deployment, or a StatefulSet when kvaware routing names replicas
+ENGINE_KINDS = ("Deployment", "StatefulSet")
 
 
 def engines(manifests: list[dict[str, Any]], file: str) -> list[Engine]:
     out = []
     for m in manifests:
-        if m.get("kind") != "Deployment":
+        if m.get("kind") not in ENGINE_KINDS:
             continue
         template = (m.get("spec") or {}).get("template") or {}
         for c in (template.get("spec") or {}).get("containers") or []:
             if c.get("command") == ["vllm"] and isinstance(c.get("args"), list):
                 model = ((template.get("metadata") or {}).get("labels") or {}).get(MODEL_LABEL, "")
-                out.append(Engine(file, str(model), str((m.get("metadata") or {}).get("name")), c["args"]))
+                workload = f"{m['kind']}/{(m.get('metadata') or {}).get('name')}"
+                out.append(Engine(file, str(model), workload, c["args"]))
     return out
 
 
@@ -123,7 +129,7 @@ def finding(engine: Engine, verdict: dict[str, Any], loaded: Loaded) -> Finding:
         line,
         column,
         format_path(key) if key else "",
-        subject=f"Deployment/{engine.deployment}",
+        subject=engine.workload,
         suggestion="change the argument vLLM refuses (its words above), in the values key named",
     )
 
