@@ -7,7 +7,8 @@ from fractions import Fraction
 
 import pytest
 
-from kvtier.validate import cron, metadata_rules, quantity
+from kvtier import quantity
+from kvtier.validate import cron, metadata_rules
 
 
 @pytest.mark.parametrize(

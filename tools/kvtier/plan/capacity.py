@@ -13,11 +13,11 @@ defaults are calibrated from three reference measurements (DESIGN.md section 1):
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kvtier import quantity
 from kvtier.errors import UserError
 from kvtier.plan import model_config
 from kvtier.plan.facts import GIB, INSTANCE_TYPES, KNOWN_MODELS, REFERENCE
@@ -131,30 +131,12 @@ def load_model_config(path: Path) -> ModelSpec:
     return ModelSpec.from_hf_config(path.stem, model_config.read(path), str(path))
 
 
-_QUANTITY = re.compile(r"^\s*([0-9.]+)\s*([KMGTP]i?)?B?\s*$")
-_FACTORS = {
-    None: 1,
-    "K": 1e3,
-    "M": 1e6,
-    "G": 1e9,
-    "T": 1e12,
-    "P": 1e15,
-    "Ki": 2**10,
-    "Mi": 2**20,
-    "Gi": 2**30,
-    "Ti": 2**40,
-    "Pi": 2**50,
-}
-
-
 def quantity_bytes(value: Any) -> float:
-    """Bytes of a Kubernetes quantity ("500Gi", "64G", 1.5e9)."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    match = _QUANTITY.match(str(value))
-    if not match:
-        raise UserError(f"cannot read {value!r} as a size; expected e.g. 500Gi, 64G or a number of bytes")
-    return float(match.group(1)) * _FACTORS[match.group(2)]
+    """Bytes of a Kubernetes quantity ("500Gi", "64G", 1.5e9), read as the API server reads it."""
+    try:
+        return float(quantity.parse(value))
+    except ValueError as error:
+        raise UserError(f"cannot read {value!r} as a size: {error}") from None
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,10 @@ from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
+from kvtier import quantity
 from kvtier.podscripts import l2_evict
 from kvtier.upstream import curvine_config
-from kvtier.validate import cron, quantity
+from kvtier.validate import cron
 from kvtier.validate.rules import Hit, ValuesContext, rule
 from kvtier.validate.values_rules import lookup, model_entries
 from kvtier.validate.workload_rules import instance_facts

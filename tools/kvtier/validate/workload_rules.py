@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from fractions import Fraction
 from typing import Any
 
+from kvtier import quantity
 from kvtier.plan.capacity import gpu_for
 from kvtier.plan.facts import GIB
-from kvtier.validate import quantity
 from kvtier.validate.loader import KeyPath
 from kvtier.validate.rules import Hit, ManifestsContext, ValuesContext, rule
 from kvtier.validate.values_rules import keyed, lookup, model_entries
