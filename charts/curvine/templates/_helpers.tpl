@@ -63,6 +63,14 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace 
 {{- end -}}
 
 {{/*
+An int-or-string value (maxUnavailable: 2 or "25%"). Helm holds every number as a float64, which prints
+as 1e+06 from a million up: a number is printed as an integer, a string as it is.
+*/}}
+{{- define "curvine.intOrString" -}}
+{{- if kindIs "string" . }}{{ . | quote }}{{ else }}{{ . | int64 }}{{ end -}}
+{{- end -}}
+
+{{/*
 One image reference: global.imageRegistry > image.registry; digest beats tag; empty tag -> v<appVersion>.
 Call with (dict "image" .Values.image "root" $).
 */}}
