@@ -10,7 +10,7 @@ from kubernetes import client
 
 from kvtier.cluster.rest import Rest
 from kvtier.errors import UserError
-from kvtier.validate import loader, server
+from kvtier.validate import loader, provenance, server
 
 ENV = """\
 engine:
@@ -77,4 +77,4 @@ def test_a_refused_field_is_traced_to_its_values_key(
     field: str, message: str, manifest: dict, key: tuple | None
 ) -> None:
     loaded = loader.load_text(ENV, Path("env.yaml"))
-    assert server.trace(field, message, manifest, loaded) == key
+    assert provenance.trace(field, message, manifest, loaded.data) == key

@@ -51,6 +51,8 @@ class FileReport:
     checks: dict[str, CheckStatus] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
     fatal: str = ""  # unusable input: nothing else could run
+    # (effective values, origins) of the file, to trace findings on rendered objects to their values key
+    sources: Any = field(default=None, repr=False, compare=False)
 
     def add(self, check: str, findings: list[Finding], detail: str = "") -> None:
         self.findings.extend(findings)

@@ -26,6 +26,7 @@ from kvtier.validate import (
     loader,
     merge,
     podsecurity,
+    provenance,
     render,
     rules,
     schema_check,
@@ -92,6 +93,7 @@ def check_loaded(
         report.skip(RULES, "Helm refuses the values before any schema (type mismatch)")
         return report
     origins = Origins(layers, effective.chart)
+    report.sources = (effective.values, origins)
     schema_findings = schema_check.check(effective, origins, options.schema_source)
     report.add(SCHEMA, schema_findings + _stale_copies())
     ctx = rules.ValuesContext(effective.values, loaded, deployed, origins)
@@ -263,6 +265,24 @@ def check_render(report: FileReport, renders: list[render.Render], options: Opti
     return manifests
 
 
+def _refusal(report: FileReport, finding: Finding) -> Finding:
+    if report.sources is None:
+        return finding
+    values, origins = report.sources
+    return provenance.retarget_refusal(finding, values, origins)
+
+
+def _trace_rendered(report: FileReport, manifests: list[dict[str, Any]]) -> None:
+    """Findings on rendered objects, pointed at the values key (and the user's line) that produced them."""
+    if report.sources is None or not manifests:
+        return
+    values, origins = report.sources
+    by_subject = {_subject(m): m for m in manifests}
+    report.findings = [
+        provenance.retarget(f, by_subject, values, origins) if f.subject else f for f in report.findings
+    ]
+
+
 def _subject(m: dict[str, Any]) -> str:
     return f"{m.get('kind')}/{(m.get('metadata') or {}).get('name')}"
 
@@ -332,10 +352,11 @@ def validate(
                     report.skip(VLLM, blocked)
                 continue
             for r in renders:
-                found = [render.finding(r, report.file)] if r.error else []
+                found = [_refusal(report, render.finding(r, report.file))] if r.error else []
                 report.add(f"render helm{r.major}", found, "" if r.error else f"{len(r.manifests)} objects")
             manifests = check_render(report, renders, options)
             check_server(report, manifests, loaded, judge)
+            _trace_rendered(report, manifests)
             good = [r for r in renders if not r.error]
             if good:
                 judged.append((report, loaded, good[0].manifests))

@@ -27,15 +27,13 @@ from kvtier.cluster import binaries, discovery, lifecycle, sharing
 from kvtier.cluster.rest import ApiException, Rest
 from kvtier.errors import UserError
 from kvtier.validate.findings import SERVER, Finding
-from kvtier.validate.loader import KeyPath, Loaded, format_path
+from kvtier.validate.loader import Loaded
 
 FIELD_MANAGER = "kvtier-validate"
 LOCAL_CLUSTER = (
     "kvtier-validate"  # the local control plane a run starts when `kvtier cluster up` is not running
 )
 LOCAL_TIMEOUT = 300.0
-_QUOTED = re.compile(r'Invalid value: "((?:[^"\\]|\\.)*)"')
-_STEP = re.compile(r"\.?([^.\[\]]+)|\[([^\]]*)\]")
 
 
 @dataclass
@@ -249,16 +247,12 @@ def _findings(
     for cause in causes:
         field_path = str(cause.get("field") or "")
         message = _brief(str(cause.get("message") or status.get("message") or reason))
-        key = trace(field_path, message, manifest, loaded)
-        line, column = loaded.where(key) if key else (None, None)
-        yield Finding(
+        yield Finding(  # the pipeline traces field_path to the values key (provenance.retarget)
             SERVER,
             f"server.{cause.get('reason') or reason}",
             f"{field_path}: {message}" if field_path else message,
             file,
-            line,
-            column,
-            format_path(key) if key else field_path,
+            path=field_path,
             subject=subject,
             suggestion="change the value the API server refuses (its words above); the key is the values key "
             "that produced the field where kvtier could trace it",
@@ -273,64 +267,4 @@ def _brief(message: str, keep: int = 320) -> str:
     return f"{message[: keep // 2]} ... {message[-keep // 2 :]}"
 
 
-def _steps(field_path: str) -> list[str | int]:
-    steps: list[str | int] = []
-    for name, index in _STEP.findall(field_path):
-        if name:
-            steps.append(name)
-        else:
-            steps.append(int(index) if index.isdigit() else index)
-    return steps
-
-
-def _at(tree: Any, steps: list[str | int]) -> Any:
-    for step in steps:
-        listed = isinstance(tree, list) and isinstance(step, int) and step < len(tree)
-        if listed or (isinstance(tree, dict) and step in tree):
-            tree = tree[step]
-        else:
-            return None
-    return tree
-
-
-def _leaves(tree: Any, at: KeyPath = ()) -> Iterator[tuple[KeyPath, Any]]:
-    if isinstance(tree, dict):
-        for key, value in tree.items():
-            yield from _leaves(value, (*at, key))
-    elif isinstance(tree, list):
-        for i, value in enumerate(tree):
-            yield from _leaves(value, (*at, i))
-    else:
-        yield at, tree
-
-
-def trace(field_path: str, message: str, manifest: dict[str, Any], loaded: Loaded) -> KeyPath | None:
-    """The key of the environment file whose value became the refused field, when one can be found: a
-    leaf equal to the value the server quotes, else to the field's value (for a mapping such as
-    resources.requests, one of its values), preferring a key with one of the field's names."""
-    steps = _steps(field_path)
-    value = _at(manifest, steps)
-    quoted = _QUOTED.search(message)
-    tiers: list[set[str]] = []
-    if quoted:
-        tiers.append({quoted.group(1)})
-    if value is not None and not isinstance(value, dict | list):
-        tiers.append({str(value)})
-    elif isinstance(value, dict):
-        tiers.append({str(v) for v in value.values() if not isinstance(v, dict | list)})
-    names = {s for s in steps if isinstance(s, str)}
-    last = next((s for s in reversed(steps) if isinstance(s, str)), "")
-    leaves = [(path, str(leaf)) for path, leaf in _leaves(loaded.data) if leaf is not None]
-    for wanted in tiers:
-        matches = [path for path, leaf in leaves if leaf in wanted]
-        for preferred in (
-            [p for p in matches if p and p[-1] == last],
-            [p for p in matches if names & {str(k) for k in p}],
-            matches if len(matches) == 1 else [],
-        ):
-            if preferred:
-                return preferred[0]
-    return None
-
-
-__all__ = ["SERVER", "Judge", "connect", "judge", "trace"]
+__all__ = ["SERVER", "Judge", "connect", "judge"]
