@@ -348,6 +348,64 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
         _model(tolerations=[{"key": "gpu", "operator": "Exists", "value": "x"}]),
         "toleration: operator Exists takes no value",
     ),
+    "dtype-supported-by-gpu": (
+        _model(dtype="half", instanceType="g4dn.xlarge"),
+        _model(dtype="bfloat16", instanceType="g4dn.xlarge"),
+        "its T4 GPU has compute capability 7.5",
+    ),
+    "dtype-supported-by-model": (
+        _model(model="google/gemma-2-9b-it", dtype="bfloat16"),
+        _model(model="google/gemma-2-9b-it", dtype="float16"),
+        "vLLM refuses float16 for google/gemma-2-9b-it",
+    ),
+    "gpu-memory-holds-weights": (
+        _model(gpuMemoryUtilization=0.5),
+        _model(gpuMemoryUtilization=0.3),
+        "weights in float16 take 14.2 GiB per GPU",
+    ),
+    # engine_rules.py (router topic): tensor parallel in one pod needs /dev/shm of 1Gi or more
+    "tp-shm-size": (
+        _both(_set("engine", "shmSize", value="1Gi"), _model(gpusPerReplica=4)),
+        _both(_set("engine", "shmSize", value="64Mi"), _model(gpusPerReplica=4)),
+        "engine.shmSize 64Mi is below 1Gi, too small for tensor parallel across GPUs in one pod",
+    ),
+    "curvine-mem-tier-within-limit": (
+        _set(
+            "curvine",
+            "worker",
+            value={
+                "dataDirs": [{"path": "/dev/shm/curvine", "type": "MEM", "capacity": "4GB"}],
+                "resources": {"requests": {"memory": "2Gi"}, "limits": {"memory": "8Gi"}},
+            },
+        ),
+        _set(
+            "curvine",
+            "worker",
+            value={
+                "dataDirs": [{"path": "/dev/shm/curvine", "type": "MEM", "capacity": "32GB"}],
+                "resources": {"requests": {"memory": "2Gi"}, "limits": {"memory": "8Gi"}},
+            },
+        ),
+        "the worker is OOM-killed before the tier is full",
+    ),
+    "curvine-daemons-tolerate-engine-taints": (
+        _set(
+            "engine",
+            "tolerations",
+            value=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        ),
+        _set(
+            "engine",
+            "tolerations",
+            value=[{"key": "dedicated", "operator": "Equal", "value": "kv", "effect": "NoSchedule"}],
+        ),
+        "curvine.worker.tolerations does not tolerate it",
+    ),
+    "l2-claim-on-curvine": (
+        _set("cache", "l2", "claim", "storageClassName", value="kv-curvine"),
+        _set("cache", "l2", "claim", "storageClassName", value="gp3"),
+        "cache.l2.claim.storageClassName is 'gp3', not this release's Curvine StorageClass",
+    ),
 }
 DEPLOYED = {"curvine": {"master": {"replicas": 3}}}
 

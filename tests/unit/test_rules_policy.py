@@ -160,6 +160,23 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
         _container(env=[{"name": "HF_TOKEN", "value": "hf_abc"}]),
         "literal value",
     ),
+    "kube-byte-quantity-whole": (
+        _container(resources={"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "2Gi"}}),
+        _container(resources={"requests": {"cpu": "1", "memory": "512m"}, "limits": {"memory": "2048m"}}),
+        "'2048m' is 2.048 bytes",
+    ),
+    "kube-runasnonroot-root-uid": (
+        _pod(securityContext={"runAsNonRoot": True, "runAsUser": 1000}),
+        _pod(securityContext={"runAsNonRoot": True, "runAsUser": 0}),
+        "breaks non-root policy",
+    ),
+    "router-args-parse": (
+        _container(
+            command=["vllm-router"], args=["--host", "0.0.0.0", "--port", "8000", "--policy", "round_robin"]
+        ),
+        _container(command=["vllm-router"], args=["--host", "0.0.0.0", "--routing-logic", "session"]),
+        "--routing-logic",
+    ),
 }
 
 

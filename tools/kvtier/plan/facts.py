@@ -109,16 +109,63 @@ KNOWN_MODELS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
 
 GIB = 2**30
 
-# GPU instance types: (GPU model, GPUs, usable memory per GPU in GiB as the driver reports it, host GiB)
+# GPU instance types: (GPU model, GPUs, usable memory per GPU in GiB as the driver reports it, host GiB).
+# GPUs and host memory: AWS's instance type pages (https://aws.amazon.com/ec2/instance-types/g4/, .../g5/,
+# .../g6/, .../g6e/, .../p3/, .../p4/, .../p5/; SageMaker's `ml.` types have the same hardware). Memory per
+# GPU: the total nvidia-smi reports (T4 15360 MiB, V100-SXM2-16GB 16160 MiB, A10G 23028 MiB, L4 23034 MiB,
+# L40S 46068 MiB, A100-SXM4-40GB 40960 MiB, A100-SXM4-80GB 81920 MiB, H100-SXM 81559 MiB). Keys carry
+# SageMaker's `ml.` prefix; kvtier.validate.workload_rules.instance_facts reads EC2 names without it.
 INSTANCE_TYPES: dict[str, tuple[str, int, float, float]] = {
+    "ml.g4dn.xlarge": ("T4", 1, 15.0, 16),
+    "ml.g4dn.2xlarge": ("T4", 1, 15.0, 32),
+    "ml.g4dn.4xlarge": ("T4", 1, 15.0, 64),
+    "ml.g4dn.8xlarge": ("T4", 1, 15.0, 128),
+    "ml.g4dn.16xlarge": ("T4", 1, 15.0, 256),
+    "ml.g4dn.12xlarge": ("T4", 4, 15.0, 192),
+    "ml.p3.2xlarge": ("V100-16GB", 1, 15.78, 61),
+    "ml.p3.8xlarge": ("V100-16GB", 4, 15.78, 244),
+    "ml.p3.16xlarge": ("V100-16GB", 8, 15.78, 488),
+    "ml.g5.xlarge": ("A10G", 1, 22.49, 16),
+    "ml.g5.2xlarge": ("A10G", 1, 22.49, 32),
     "ml.g5.4xlarge": ("A10G", 1, 22.49, 64),
+    "ml.g5.8xlarge": ("A10G", 1, 22.49, 128),
+    "ml.g5.16xlarge": ("A10G", 1, 22.49, 256),
     "ml.g5.12xlarge": ("A10G", 4, 22.49, 192),
+    "ml.g5.24xlarge": ("A10G", 4, 22.49, 384),
+    "ml.g5.48xlarge": ("A10G", 8, 22.49, 768),
+    "ml.g6.xlarge": ("L4", 1, 22.49, 16),
+    "ml.g6.2xlarge": ("L4", 1, 22.49, 32),
     "ml.g6.4xlarge": ("L4", 1, 22.49, 64),
+    "ml.g6.8xlarge": ("L4", 1, 22.49, 128),
     "ml.g6.16xlarge": ("L4", 1, 22.49, 256),
+    "ml.g6.12xlarge": ("L4", 4, 22.49, 192),
+    "ml.g6.24xlarge": ("L4", 4, 22.49, 384),
+    "ml.g6.48xlarge": ("L4", 8, 22.49, 768),
+    "ml.g6e.xlarge": ("L40S", 1, 44.99, 32),
+    "ml.g6e.2xlarge": ("L40S", 1, 44.99, 64),
     "ml.g6e.4xlarge": ("L40S", 1, 44.99, 128),
+    "ml.g6e.8xlarge": ("L40S", 1, 44.99, 256),
+    "ml.g6e.16xlarge": ("L40S", 1, 44.99, 512),
     "ml.g6e.12xlarge": ("L40S", 4, 44.99, 384),
+    "ml.g6e.24xlarge": ("L40S", 4, 44.99, 768),
+    "ml.g6e.48xlarge": ("L40S", 8, 44.99, 1536),
     "ml.p4d.24xlarge": ("A100-40GB", 8, 40.0, 1152),
+    "ml.p4de.24xlarge": ("A100-80GB", 8, 80.0, 1152),
     "ml.p5.48xlarge": ("H100-80GB", 8, 79.65, 2048),
+}
+
+# CUDA compute capability (major, minor) of each GPU model above: NVIDIA's table,
+# https://developer.nvidia.com/cuda-gpus (T4 7.5, V100 7.0, A10G 8.6 as the A10, L4 8.9, L40S 8.9, A100 8.0,
+# H100 9.0). vLLM keys its dtype support on it (kvtier.validate.gpu_rules).
+COMPUTE_CAPABILITY: dict[str, tuple[int, int]] = {
+    "T4": (7, 5),
+    "V100-16GB": (7, 0),
+    "A10G": (8, 6),
+    "L4": (8, 9),
+    "L40S": (8, 9),
+    "A100-40GB": (8, 0),
+    "A100-80GB": (8, 0),
+    "H100-80GB": (9, 0),
 }
 
 

@@ -10,6 +10,8 @@ Facts from the pinned versions' code (toolchain/versions.env; docs/validate.md c
   weights load otherwise; LMCache's multi-process adapter refuses a chunk size that is not a multiple
   of vLLM's block size (the in-process connector has no such check), and so does vLLM's native offloading
   (vllm/v1/kv_offload: the offloading block_size must be a multiple of the KV cache block size).
+- Tensor parallel ranks in one pod create NCCL shared-memory segments and vLLM's worker message queues in
+  /dev/shm, which the chart sizes from engine.shmSize: below 1Gi the segments cannot be created.
 Model facts come from the planner's shipped configs (kvtier.plan.facts); unknown models are not judged.
 """
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from kvtier import quantity
 from kvtier.plan.capacity import known_config
 from kvtier.validate.rules import Hit, ValuesContext, rule
 from kvtier.validate.values_rules import extra_args, lookup, model_entries, tensor_parallel_arg
@@ -143,3 +146,39 @@ def block_size_supported(ctx: ValuesContext) -> Iterator[Hit]:
                 f"cache.chunkSize {chunk} is not a multiple of models[{i}]'s block size {block}",
                 ("cache", "chunkSize"),
             )
+
+
+MIN_TP_SHM = quantity.parse("1Gi")
+
+
+@rule(
+    "tp-shm-size",
+    reason="tensor parallel ranks in one pod talk through /dev/shm (NCCL's shared-memory transport where "
+    "the GPUs have no NVLink/P2P, vLLM's worker message queues): a /dev/shm below 1Gi fails NCCL's segment "
+    "creation and the engine dies at start (vllm-project/production-stack#276)",
+    remedy="keep engine.shmSize at 1Gi or more when any model has gpusPerReplica > 1 (the chart's default "
+    "8Gi fits; vLLM's docs ask for --ipc=host or a large --shm-size for tensor parallel)",
+)
+def tp_shm_size(ctx: ValuesContext) -> Iterator[Hit]:
+    # The chart mounts a memory emptyDir of engine.shmSize (plus the native CPU tier, which fills its own
+    # part) on /dev/shm of each engine pod (templates/engine-deployment.yaml, _cache.tpl shmSizeLimit).
+    # NCCL (src/transport/shm.cc) and vLLM's MessageQueue (distributed/device_communicators/
+    # shm_broadcast.py) create their segments there, per pair of ranks; with less room the creation fails.
+    if (
+        ctx.values.get("target", "standalone") != "standalone"
+        or lookup(ctx.values, "engine", "accelerator") == "cpu"
+    ):
+        return  # HyperPod's operator sizes the pod; the chart refuses gpusPerReplica > 1 on CPU itself
+    size = lookup(ctx.values, "engine", "shmSize")
+    shm = quantity.try_parse(size) if size is not None else None
+    if shm is None or shm >= MIN_TP_SHM:
+        return  # absent or not a quantity: the chart default (8Gi) applies, or the schema reports it
+    wide = [(i, m.get("gpusPerReplica")) for i, m in model_entries(ctx.values)]
+    wide = [(i, g) for i, g in wide if isinstance(g, int) and not isinstance(g, bool) and g > 1]
+    if wide:
+        who = ", ".join(f"models[{i}] ({g} GPUs)" for i, g in wide)
+        yield Hit(
+            f"engine.shmSize {size} is below 1Gi, too small for tensor parallel across GPUs in one pod "
+            f"({who}); set engine.shmSize to 1Gi or more (the default is 8Gi)",
+            ("engine", "shmSize"),
+        )

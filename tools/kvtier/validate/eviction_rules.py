@@ -33,14 +33,40 @@ def _eviction(values: dict[str, Any]) -> dict[str, Any] | None:
     return eviction
 
 
+def _chunk_floor(values: dict[str, Any]) -> int:
+    """The fewest bytes one L2 chunk file holds: cache.chunkSize tokens of KV at the bundle's own figure of
+    KV bytes per token (metrics.dashboard.kvBytesPerToken), without the file's header or page rounding;
+    1 when either is unknown (then only a 0-byte watermark is below it)."""
+    tokens = lookup(values, "cache", "chunkSize")
+    per_token = lookup(values, "metrics", "dashboard", "kvBytesPerToken")
+    if isinstance(tokens, int) and isinstance(per_token, int) and tokens > 0 and per_token > 0:
+        return tokens * per_token
+    return 1
+
+
+def _as_percentage(text: str) -> str:
+    """A hint for a watermark written as a ratio (Alluxio's 0.9) or a bare number: the percentage meant."""
+    try:
+        ratio = float(text)
+    except ValueError:
+        return "a percentage such as 85% or a size such as 400Gi"
+    if 0 < ratio <= 1:
+        return f'"{ratio * 100:g}%" (a ratio such as {text} is not read as one)'
+    return "a percentage such as 85% or a size with a unit such as 400Gi (a bare number is bytes)"
+
+
 @rule(
     "eviction-watermarks",
-    reason="the eviction job refuses a low watermark above the high one, or a size it cannot read, and "
-    "then fails every run while the L2 volume fills up",
-    remedy="set cache.l2.eviction.lowWatermark <= highWatermark (e.g. 70% and 85%), both as percentages "
-    "or sizes such as 400Gi, and a capacity (or claim.size) written as a size",
+    reason="the eviction job refuses a low watermark above the high one or a size it cannot read, reads a "
+    "bare number (0.9) as bytes and then empties the L2 every run, and never starts above the volume's size",
+    remedy="write cache.l2.eviction.highWatermark and lowWatermark as percentages (e.g. 85% and 70%) or "
+    "sizes such as 400Gi, low <= high < the capacity (eviction.capacity, else claim.size)",
 )
 def watermarks(ctx: ValuesContext) -> Iterator[Hit]:
+    """What kvtier.podscripts.l2_evict (the CronJob's script) does with the chart's arguments: --capacity is
+    eviction.capacity or claim.size (templates/l2-eviction-cronjob.yaml); parse_watermark reads `N%` of it
+    and anything else with parse_size, where a bare number is bytes and int() truncates "0.9" to 0; evict()
+    removes chunks while the usage is above --high, down to --low."""
     eviction = _eviction(ctx.values)
     if eviction is None:
         return
@@ -51,14 +77,24 @@ def watermarks(ctx: ValuesContext) -> Iterator[Hit]:
     except l2_evict.UsageError as error:
         yield Hit(f"the eviction job cannot read its capacity: {error}", capacity_key)
         return
+    floor = _chunk_floor(ctx.values)
     levels = {}
     for name in ("highWatermark", "lowWatermark"):
         if eviction.get(name) is None:
             continue  # unset: the chart's default applies (the effective values always hold one)
+        text = str(eviction.get(name))
         try:
-            levels[name] = l2_evict.parse_watermark(str(eviction.get(name)), capacity)
+            levels[name] = level = l2_evict.parse_watermark(text, capacity)
         except l2_evict.UsageError as error:
             yield Hit(f"the eviction job cannot read {name}: {error}", (*EVICTION, name))
+            continue
+        if level < floor:
+            chunk = f"one chunk file ({floor:,} B)" if floor > 1 else "one byte"
+            yield Hit(
+                f"cache.l2.eviction.{name} {text!r} is read by l2_evict.py as {level:,} bytes, less than "
+                f"{chunk}: every run evicts the whole L2; write {_as_percentage(text)}",
+                (*EVICTION, name),
+            )
     if len(levels) < 2:
         return
     high, low = levels["highWatermark"], levels["lowWatermark"]
@@ -68,12 +104,27 @@ def watermarks(ctx: ValuesContext) -> Iterator[Hit]:
             f"{eviction['highWatermark']} ({high / 2**30:.1f} GiB)",
             (*EVICTION, "lowWatermark"),
         )
-    if high > capacity:
+    if high >= capacity:
+        # The capacity is the volume's size when it is given (eviction.capacity) or is the size of the claim
+        # the chart creates; an existingClaim's size is not in the values, so claim.size may not be it.
+        existing = lookup(ctx.values, "cache", "l2", "claim", "existingClaim")
+        known = bool(eviction.get("capacity")) or not existing
+        source = "cache.l2.eviction.capacity" if eviction.get("capacity") else "cache.l2.claim.size"
         yield Hit(
-            f"highWatermark {eviction['highWatermark']} is above the capacity {capacity_text}: eviction "
-            "starts only after the volume is full",
+            f"cache.l2.eviction.highWatermark {eviction['highWatermark']} ({high / 2**30:.1f} GiB) is at or "
+            f"above the capacity {capacity_text} ({source}): the usage never exceeds it, so eviction never "
+            "starts and the L2 fills until writes fail"
+            + ("" if known else " (claim.size may not be the size of cache.l2.claim.existingClaim)")
+            + (
+                ""
+                if eviction.get("capacity")
+                else "; Curvine does not enforce the claim's size: this holds only if the pool is that small"
+            ),
             (*EVICTION, "highWatermark"),
-            severity="warning",
+            # An error against the size the user declares for the volume (eviction.capacity); a warning
+            # against claim.size: Curvine (like most ReadWriteMany file systems) does not hold a claim to
+            # its size, so the usage can pass it on a larger pool.
+            severity="error" if eviction.get("capacity") else "warning",
         )
 
 

@@ -1,0 +1,263 @@
+"""Rules on what vLLM makes of a model's dtype and memory share on the GPU its instance type has.
+
+Each rule implements a check the pinned vLLM (0.32.0, toolchain/versions.env; its source in the engine venv)
+runs at startup, on the GPU model, GPU count and memory of the model's `instanceType` (the planner's table,
+kvtier.plan.facts.INSTANCE_TYPES and COMPUTE_CAPABILITY, read as workload_rules.instance_facts reads it) and
+the model's shipped config (kvtier.plan.capacity.known_config): an unknown instance type or model is not
+judged. The chart passes `dtype`, `gpuMemoryUtilization` and `gpusPerReplica` as `--dtype`,
+`--gpu-memory-utilization` and `--tensor-parallel-size` on both targets (templates/_engine.tpl,
+_hyperpod.tpl), and refuses those flags in extraArgs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from kvtier.plan.capacity import DTYPE_BYTES, ModelSpec, known_config
+from kvtier.plan.facts import COMPUTE_CAPABILITY, GIB
+from kvtier.plan.inputs import kv_dtype_bytes
+from kvtier.validate.rules import Hit, ValuesContext, rule
+from kvtier.validate.values_rules import extra_args, model_entries
+from kvtier.validate.workload_rules import _gpu_target, instance_facts
+
+# vLLM 0.32.0 vllm/platforms/cuda.py, CudaPlatform.check_if_supports_dtype (called by
+# vllm/v1/worker/gpu_worker.py Worker.init_device): bfloat16 below compute capability 8.0 raises "Bfloat16 is
+# only supported on GPUs with compute capability of at least 8.0". CudaPlatform.supported_dtypes: bfloat16,
+# float16, float32 from 8.0; float16, float32 from 6.0.
+BF16_MIN_CAPABILITY = (8, 0)
+
+# vLLM 0.32.0 vllm/config/model.py, _FLOAT16_NOT_SUPPORTED_MODELS (model_type -> reason), checked by
+# _check_valid_dtype for every dtype vLLM resolves, on every platform: "The model type 'gemma2' does not
+# support float16. Reason: Numerical instability. Please use bfloat16 or float32 instead."
+FLOAT16_NOT_SUPPORTED = {
+    "gemma2": "numerical instability",
+    "gemma3": "numerical instability",
+    "gemma3_text": "numerical instability",
+    "glm4": "numerical instability",
+}
+# vLLM's dtype names (_STR_DTYPE_TO_TORCH_DTYPE) as the torch dtype they stand for
+TORCH_DTYPE = {
+    "half": "float16",
+    "float16": "float16",
+    "bfloat16": "bfloat16",
+    "float": "float32",
+    "float32": "float32",
+}
+
+# Hugging Face ids of Gemma 2 and Gemma 3 checkpoints (google/gemma-2-9b-it, google/gemma-3-4b-it, their
+# fine-tunes and quantizations), not Gemma 1's google/gemma-2b nor Gemma 3n's google/gemma-3n-E4B, whose model
+# types vLLM lets run in float16. A model without a shipped config is judged by its name: a warning only.
+GEMMA_2_OR_3 = re.compile(r"gemma-([23])-", re.IGNORECASE)
+
+# extraArgs that change what the weights take on the GPU or how vLLM sizes the KV cache: quantized weights
+# (--quantization/-q), weights held in host memory (--cpu-offload-gb, --offload-*), a fixed KV cache size that
+# ignores --gpu-memory-utilization (--kv-cache-memory-bytes), another architecture (--hf-overrides), any
+# setting from a file (--config). vLLM 0.32.0 vllm/engine/arg_utils.py EngineArgs.add_cli_args.
+SIZE_CHANGING_FLAGS = (
+    "--quantization",
+    "--cpu-offload-gb",
+    "--cpu-offload-params",
+    "--offload-backend",
+    "--offload-params",
+    "--kv-cache-memory-bytes",
+    "--hf-overrides",
+    "--config",
+)
+SIZE_CHANGING_SHORT = ("-q",)
+VLLM_DEFAULT_UTILIZATION = 0.9  # vLLM 0.32.0 vllm/config/cache.py CacheConfig.gpu_memory_utilization
+
+
+@dataclass(frozen=True)
+class Gpu:
+    instance_type: str
+    model: str  # the GPU model ("T4")
+    count: int
+    memory_gib: float  # per GPU
+    capability: tuple[int, int] | None
+
+    @property
+    def capability_text(self) -> str:
+        return ".".join(str(n) for n in self.capability) if self.capability else "unknown"
+
+
+def gpu_of(values: dict[str, Any], model: dict[str, Any]) -> Gpu | None:
+    """The GPU of a model's instance type, on a GPU target (not `engine.accelerator: cpu`), if known."""
+    if not _gpu_target(values):
+        return None
+    facts = instance_facts(model.get("instanceType"))
+    if not facts:
+        return None
+    name, count, memory, _ = facts
+    return Gpu(str(model.get("instanceType")), name, count, memory, COMPUTE_CAPABILITY.get(name))
+
+
+def _dtype(model: dict[str, Any]) -> str:
+    """The `--dtype` the chart passes (none, vLLM's `auto`, when unset), lower-cased as vLLM reads it."""
+    return str(model.get("dtype") or "auto").lower()
+
+
+def resolved_dtype(dtype: str, config_dtype: str, model_type: str, gpu: Gpu) -> str:
+    """The torch dtype vLLM runs a model in: vLLM 0.32.0 vllm/config/model.py _get_and_verify_dtype, with
+    `auto` resolved by _resolve_auto_dtype over CudaPlatform.supported_dtypes less the float16 refusals."""
+    if dtype != "auto":
+        return TORCH_DTYPE.get(dtype, dtype)
+    bf16 = gpu.capability is None or gpu.capability >= BF16_MIN_CAPABILITY
+    supported = [d for d in ("bfloat16", "float16", "float32") if bf16 or d != "bfloat16"]
+    if model_type in FLOAT16_NOT_SUPPORTED:
+        supported.remove("float16")
+    preferred = supported[0]
+    config = TORCH_DTYPE.get(config_dtype, config_dtype)
+    if config == "float32":
+        config = preferred
+    return config if config in supported else preferred
+
+
+@rule(
+    "dtype-supported-by-gpu",
+    reason="vLLM refuses --dtype bfloat16 on a GPU of compute capability below 8.0 (g4dn's T4, p3's V100): "
+    "the engine exits at startup",
+    remedy="set the model's dtype to half (float16), or auto, which runs a bfloat16 model in float16 there; "
+    "or choose an instance type with an Ampere or newer GPU (g5, g6, g6e, p4d, p5)",
+)
+def dtype_supported_by_gpu(ctx: ValuesContext) -> Iterator[Hit]:
+    for i, model in model_entries(ctx.values):
+        gpu = gpu_of(ctx.values, model)
+        if gpu is None or gpu.capability is None or _dtype(model) != "bfloat16":
+            continue
+        if gpu.capability < BF16_MIN_CAPABILITY:
+            yield Hit(
+                f"models[{i}].dtype bfloat16 on {gpu.instance_type}: its {gpu.model} GPU has compute "
+                f"capability {gpu.capability_text}, and vLLM needs at least 8.0 for bfloat16 "
+                "(expected half, float16, float32 or auto)",
+                ("models", i, "dtype"),
+            )
+
+
+@rule(
+    "dtype-supported-by-model",
+    reason="vLLM refuses float16 for some model types (gemma2, gemma3, glm4: numerical instability) while "
+    "building the model config: the engine exits before loading the weights",
+    remedy="set the model's dtype to bfloat16 or auto (auto picks bfloat16, or float32 on GPUs without "
+    "bfloat16), or float32",
+)
+def dtype_supported_by_model(ctx: ValuesContext) -> Iterator[Hit]:
+    for i, model in model_entries(ctx.values):
+        if TORCH_DTYPE.get(_dtype(model)) != "float16":
+            continue
+        name = str(model.get("model") or "")
+        found = known_config(name)
+        if found:
+            model_type = str(found[1].get("model_type") or "")
+            if model_type in FLOAT16_NOT_SUPPORTED:
+                yield Hit(
+                    f"models[{i}].dtype {model.get('dtype')}: vLLM refuses float16 for {name} (model type "
+                    f"{model_type!r}, {FLOAT16_NOT_SUPPORTED[model_type]}); expected bfloat16, float32 "
+                    "or auto",
+                    ("models", i, "dtype"),
+                )
+            continue
+        match = GEMMA_2_OR_3.search(name)
+        if match:
+            yield Hit(
+                f"models[{i}].dtype {model.get('dtype')}: {name} looks like a Gemma {match.group(1)} "
+                f"checkpoint, a model type vLLM refuses float16 for (numerical instability); expected "
+                "bfloat16, float32 or auto",
+                ("models", i, "dtype"),
+                severity="warning",
+            )
+
+
+def _sizes_changed(model: dict[str, Any]) -> bool:
+    """Whether extraArgs hold a flag (or an abbreviation vLLM may expand to one) that changes the weights'
+    footprint or the KV cache budget, so that the arithmetic below would not be vLLM's."""
+    for setting in extra_args(model).settings:
+        name = setting.name
+        if name in SIZE_CHANGING_SHORT:
+            return True
+        if name.startswith("--") and len(name) > 2 and any(f.startswith(name) for f in SIZE_CHANGING_FLAGS):
+            return True
+    return False
+
+
+def _parallel(model: dict[str, Any]) -> tuple[int, int] | None:
+    """(tensor, pipeline) parallel sizes: gpusPerReplica and extraArgs' --pipeline-parallel-size."""
+    tp = model.get("gpusPerReplica", 1)
+    pp_text = extra_args(model).value("--pipeline-parallel-size", "1") or "1"
+    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1 or not pp_text.isdigit():
+        return None
+    return tp, max(int(pp_text), 1)
+
+
+def kv_bytes_per_gpu(spec: ModelSpec, kv_bytes: int, tokens: int, tp: int, pp: int) -> float:
+    """KV cache bytes one sequence of `tokens` takes on each GPU. Each tensor-parallel rank holds
+    max(1, KV heads / tp) heads (vLLM's ModelConfig.get_num_kv_heads) or, with MLA, the whole latent; each
+    pipeline stage a share of the layers. Sliding-window layers are counted at the window only (the hybrid
+    KV cache manager's saving, a lower bound where vLLM keeps every layer whole)."""
+    layers = spec.layers / pp
+    if spec.mla_dim:
+        per_layer = spec.mla_dim * kv_bytes
+    else:
+        per_layer = 2 * max(1, spec.kv_heads // tp) * spec.head_dim * kv_bytes
+    sliding = spec.sliding_layers / pp if spec.sliding_window else 0.0
+    window = min(spec.sliding_window, tokens)
+    return per_layer * ((layers - sliding) * tokens + sliding * window)
+
+
+@rule(
+    "gpu-memory-holds-weights",
+    reason="vLLM caps weights, activations and KV cache at gpuMemoryUtilization x each GPU's memory: weights "
+    'above that leave no KV cache block and the engine exits ("No available memory for the cache blocks")',
+    remedy="raise gpuMemoryUtilization (vLLM's default is 0.9), spread the model over more GPUs "
+    "(gpusPerReplica), lower maxModelLen, or choose an instance type with more GPU memory",
+)
+def gpu_memory_holds_weights(ctx: ValuesContext) -> Iterator[Hit]:
+    # vLLM 0.32.0 vllm/v1/worker/utils.py request_memory (total x gpu_memory_utilization per GPU),
+    # vllm/v1/worker/gpu_worker.py Worker.determine_available_memory (KV = that - weights - activation peak),
+    # vllm/v1/core/kv_cache_utils.py _check_enough_kv_cache_memory (refuses no memory at all, and a KV cache
+    # smaller than one max-model-len sequence).
+    for i, model in model_entries(ctx.values):
+        gpu = gpu_of(ctx.values, model)
+        found = known_config(str(model.get("model") or ""))
+        parallel = _parallel(model)
+        utilization = model.get("gpuMemoryUtilization")
+        if utilization is None:
+            utilization = VLLM_DEFAULT_UTILIZATION
+        if gpu is None or found is None or parallel is None or _sizes_changed(model):
+            continue
+        if isinstance(utilization, bool) or not isinstance(utilization, int | float) or utilization <= 0:
+            continue  # the schema reports it
+        tp, pp = parallel
+        name, cfg = found
+        spec = ModelSpec.from_hf_config(name, cfg)
+        dtype = resolved_dtype(_dtype(model), spec.dtype, str(cfg.get("model_type") or ""), gpu)
+        if dtype not in DTYPE_BYTES:
+            continue
+        budget = utilization * gpu.memory_gib * GIB
+        weights = spec.params * DTYPE_BYTES[dtype] / (tp * pp)
+        where = f"{gpu.instance_type}'s {gpu.memory_gib:g} GiB {gpu.model}"
+        if weights >= budget:
+            yield Hit(
+                f"models[{i}].gpuMemoryUtilization {utilization:g} gives vLLM {budget / GIB:.1f} GiB of "
+                f"{where}; {model.get('model')}'s weights in {dtype} take {weights / GIB:.1f} GiB per GPU "
+                f"(over {tp * pp} GPU(s)): expected at least {weights / (gpu.memory_gib * GIB):.2f} plus "
+                "room for the KV cache",
+                ("models", i, "gpuMemoryUtilization"),
+            )
+            continue
+        tokens = model.get("maxModelLen") or cfg.get("max_position_embeddings")
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
+            continue
+        needed = kv_bytes_per_gpu(spec, kv_dtype_bytes(model, DTYPE_BYTES[dtype]), tokens, tp, pp)
+        if budget - weights < needed:
+            yield Hit(
+                f"models[{i}].gpuMemoryUtilization {utilization:g} gives vLLM {budget / GIB:.1f} GiB of "
+                f"{where}: after {weights / GIB:.1f} GiB of weights, {(budget - weights) / GIB:.2f} GiB is "
+                f"left, less than the {needed / GIB:.2f} GiB of KV cache one {tokens}-token sequence "
+                "(maxModelLen) needs before activations; vLLM refuses a max-model-len its KV cache cannot "
+                "hold",
+                ("models", i, "gpuMemoryUtilization"),
+                severity="warning",
+            )
