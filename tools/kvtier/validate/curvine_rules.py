@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from fractions import Fraction
 from typing import Any
 
 from kvtier import quantity
@@ -26,7 +27,7 @@ def _curvine_on(values: dict[str, Any]) -> bool:
     return bool(lookup(values, "curvine", "enabled", default=False))
 
 
-def _gib(n: float) -> str:
+def _gib(n: float | Fraction) -> str:
     return f"{float(n) / 2**30:.1f} GiB"
 
 

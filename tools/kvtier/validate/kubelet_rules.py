@@ -43,9 +43,9 @@ def _at(tree: Any, dotted: str) -> Any:
 def pod_templates(ctx: ManifestsContext) -> Iterator[tuple[dict[str, Any], str, dict[str, Any]]]:
     """(manifest, field path of its pod spec, pod spec) of every rendered object that carries pods."""
     for m in ctx.manifests:
-        where = POD_SPEC.get(m.get("kind")) if isinstance(m, dict) else None
+        where = POD_SPEC.get(str(m.get("kind"))) if isinstance(m, dict) else None
         spec = _at(m, where) if where else None
-        if isinstance(spec, dict):
+        if where and isinstance(spec, dict):
             yield m, where, spec
 
 
