@@ -53,6 +53,14 @@ def test_mutating_admission_policy_is_served(kube_rest: Rest) -> None:
         assert "MutatingAdmissionPolicy" in kinds, version
 
 
+def test_leader_leases_outlast_a_stalled_api_server(kube_rest: Rest) -> None:
+    """kwokctl passed our lease timings through: a controller manager on the default 15 s lease exits
+    when two busy cores stall the API server, and the namespaces made after it get no ServiceAccount."""
+    for component in ("kube-controller-manager", "kube-scheduler"):
+        lease = kube_rest.get(f"/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/{component}")
+        assert lease["spec"]["leaseDurationSeconds"] == 180, (component, lease["spec"])
+
+
 def test_fake_nodes_are_shaped_like_the_targets(kube_rest: Rest) -> None:
     nodes = kube_rest.get("/api/v1/nodes")["items"]
     gpu = [

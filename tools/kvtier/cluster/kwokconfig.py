@@ -18,6 +18,15 @@ STAGES_FILE = paths.ROOT / "toolchain" / "kwok" / "stages.yaml"
 # Service endpoint: it refuses a loopback advertise address. Nothing here dials that endpoint.)
 BIND_ADDRESS = "127.0.0.1"
 COMPONENTS = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok-controller"]
+# The controller manager and the scheduler exit when they cannot renew their leader lease in time (10 s by
+# default, each try 5 s). A test run on two busy cores once stalled the API server past that; the controller
+# manager exited and every namespace made after it had no `default` ServiceAccount, so the server refused
+# every pod there. Each is the only instance: a slow renewal is no reason to stop.
+LEADER_ELECTION = {
+    "leader-elect-lease-duration": "180s",
+    "leader-elect-renew-deadline": "150s",
+    "leader-elect-retry-period": "10s",
+}
 
 
 def admission_policy_switches(minor: int) -> tuple[str, str]:
@@ -71,5 +80,9 @@ def render(
         "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
         "kind": "KwokctlConfiguration",
         "options": {key: value for key, value in options.items() if value != ""},
+        "componentsPatches": [
+            {"name": name, "extraArgs": [{"key": k, "value": v} for k, v in LEADER_ELECTION.items()]}
+            for name in ("kube-controller-manager", "kube-scheduler")
+        ],
     }
     return yaml.safe_dump(config, sort_keys=False) + "---\n" + STAGES_FILE.read_text()
