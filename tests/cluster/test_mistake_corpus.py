@@ -108,3 +108,5 @@ def _print_rates():
         for category in sorted({c for c, _ in tally}):
             row = {k: n for (c, k), n in tally.items() if c == category}
             print(f"  {category}: {row}")
+        totals = {k: sum(n for (_, kind), n in tally.items() if kind == k) for _, k in tally}
+        print(f"  all: {totals}")

@@ -72,6 +72,29 @@ def _add(manifest: dict[str, Any]) -> Mutation:
     return lambda manifests: manifests.append(manifest)
 
 
+def _both(*mutations: Mutation) -> Mutation:
+    def mutate(manifests: list[dict[str, Any]]) -> None:
+        for mutation in mutations:
+            mutation(manifests)
+
+    return mutate
+
+
+def _ephemeral(*modes: str) -> dict[str, Any]:
+    spec = {"accessModes": list(modes), "resources": {"requests": {"storage": "1Gi"}}}
+    return {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": spec}}}
+
+
+def _policy(*peers: dict[str, Any]) -> dict[str, Any]:
+    spec = {"podSelector": {}, "ingress": [{"from": list(peers)}]}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "p"},
+        "spec": spec,
+    }
+
+
 def _engine(name: str, seed: str | None = "0", dtype: str = "float16") -> dict[str, Any]:
     engine = copy.deepcopy(DEPLOYMENT)
     engine["metadata"]["name"] = name
@@ -170,6 +193,35 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
         _pod(securityContext={"runAsNonRoot": True, "runAsUser": 0}),
         "breaks non-root policy",
     ),
+    "kube-escalation-contradiction": (
+        _container(securityContext={"allowPrivilegeEscalation": True, "privileged": True}),
+        _container(securityContext={"allowPrivilegeEscalation": False, "privileged": True}),
+        "privileged: true",
+    ),
+    "kube-volume-mounts": (
+        _container(volumeMounts=[{"name": "l2", "mountPath": "/l2"}]),
+        _container(
+            volumeMounts=[{"name": "l2", "mountPath": "/dev/shm"}, {"name": "l2", "mountPath": "/dev/shm"}]
+        ),
+        "mounts two volumes at '/dev/shm'",
+    ),
+    "kube-hostnetwork-ports": (
+        _both(_pod(hostNetwork=True), _container(ports=[{"containerPort": 8000, "hostPort": 8000}])),
+        _both(_pod(hostNetwork=True), _container(ports=[{"containerPort": 8000, "hostPort": 9000}])),
+        "hostPort 9000 differs from containerPort 8000",
+    ),
+    "kube-claim-spec": (
+        _pod(volumes=[_ephemeral("ReadWriteOncePod")]),
+        _pod(volumes=[_ephemeral("ReadWriteOnce", "ReadWriteOncePod")]),
+        "combines ReadWriteOncePod",
+    ),
+    "kube-networkpolicy-peers": (
+        _add(
+            _policy({"namespaceSelector": {}}, {"ipBlock": {"cidr": "10.0.0.0/8", "except": ["10.1.0.0/16"]}})
+        ),
+        _add(_policy({"namespaceSelector": {}, "ipBlock": {"cidr": "10.0.0.0/8"}})),
+        "combines ipBlock with a selector",
+    ),
     "router-args-parse": (
         _container(
             command=["vllm-router"], args=["--host", "0.0.0.0", "--port", "8000", "--policy", "round_robin"]
@@ -201,7 +253,7 @@ def test_rule_triggers(rule_id: str) -> None:
     findings = _run(rule_id, CASES[rule_id][1])
     assert findings and findings[0].rule == rule_id
     assert CASES[rule_id][2] in findings[0].message
-    assert findings[0].subject.startswith(("Deployment/", "Role/"))
+    assert findings[0].subject.startswith(("Deployment/", "Role/", "NetworkPolicy/"))
 
 
 def test_crosspod_rendered_catches_disagreement() -> None:

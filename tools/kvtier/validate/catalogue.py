@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator
 
 # Imported for their registrations: each module's @rule functions add themselves to REGISTRY.
 from kvtier.validate import (  # noqa: F401
+    apiserver_rules,
     backend_rules,
     crosspod,
     curvine_rules,
