@@ -21,7 +21,7 @@ from kvtier.validate.rules import ManifestsContext
 CASES = int(os.environ.get("KVTIER_APIRULES_CASES", "400"))
 SEED = int(os.environ.get("KVTIER_APIRULES_SEED", "20261203"))
 RULES = ["kube-escalation-contradiction", "kube-volume-mounts", "kube-hostnetwork-ports", "kube-claim-spec"]
-RULES += ["kube-networkpolicy-peers"]
+RULES += ["kube-networkpolicy-peers", "kube-env-vars"]
 MINOR = "1.35"
 MODES = ["ReadWriteOnce", "ReadWriteMany", "ReadOnlyMany", "ReadWriteOncePod"]
 CIDRS = [
@@ -62,7 +62,21 @@ def _container(rng: random.Random, name: str, volumes: list[str]) -> dict[str, A
         "securityContext": sc,
         "volumeMounts": mounts,
         "ports": [port],
+        "env": [_env(rng) for _ in range(rng.choice([0, 0, 1, 2]))],
     }
+
+
+def _env(rng: random.Random) -> dict[str, Any]:
+    var: dict[str, Any] = {
+        "name": rng.choice(["HF_HOME", "HF_HOME", "my.var-1", "A=B", "X Y", "\u00e9t\u00e9", ""])
+    }
+    value = _maybe(rng, ["v", ""])
+    if value is not None:
+        var["value"] = value
+    if rng.random() < 0.5:
+        refs = {"secretKeyRef": {"name": "s", "key": "k"}, "configMapKeyRef": {"name": "c", "key": "k"}}
+        var["valueFrom"] = {key: refs[key] for key in rng.sample(sorted(refs), rng.choice([0, 1, 1, 2]))}
+    return var
 
 
 def _claim_spec(rng: random.Random) -> dict[str, Any]:

@@ -215,6 +215,13 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
         _pod(volumes=[_ephemeral("ReadWriteOnce", "ReadWriteOncePod")]),
         "combines ReadWriteOncePod",
     ),
+    "kube-env-vars": (
+        _container(
+            env=[{"name": "A", "value": "1"}, {"name": "B", "valueFrom": {"secretKeyRef": {"name": "s"}}}]
+        ),
+        _container(env=[{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]),
+        "repeats 'A'",
+    ),
     "kube-networkpolicy-peers": (
         _add(
             _policy({"namespaceSelector": {}}, {"ipBlock": {"cidr": "10.0.0.0/8", "except": ["10.1.0.0/16"]}})

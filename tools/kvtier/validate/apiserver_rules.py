@@ -129,6 +129,59 @@ def hostnetwork_ports(ctx: ManifestsContext) -> Iterator[Hit]:
                     )
 
 
+ENV_SOURCES = ("fieldRef", "resourceFieldRef", "configMapKeyRef", "secretKeyRef", "fileKeyRef")
+
+
+def _env_problems(var: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    name = var.get("name")
+    if isinstance(name, str) and (not name or any(not (" " <= ch <= "~") or ch == "=" for ch in name)):
+        yield ".name", f"is named {name!r}: a name must be printable ASCII without '='"
+    source = var.get("valueFrom")
+    if source is None:
+        return
+    sources = [key for key in ENV_SOURCES if _dict(source).get(key) is not None]
+    if not sources:
+        yield ".valueFrom", "has a valueFrom that names no source (secretKeyRef, configMapKeyRef, ...)"
+    elif var.get("value") not in (None, ""):
+        yield ".valueFrom", "has both a value and a valueFrom"
+    elif len(sources) > 1:
+        yield ".valueFrom", f"reads from {len(sources)} sources at once ({', '.join(sources)})"
+
+
+@rule(
+    "kube-env-vars",
+    scope="manifests",
+    reason="the API server refuses an environment variable whose name is empty, has '=' or a character "
+    "outside printable ASCII (the relaxed rule, GA in 1.34), whose valueFrom names no source or several, "
+    "or that has both a value and a valueFrom (pkg/apis/core/validation ValidateEnv, "
+    "validateEnvVarValueFrom); and server-side apply (Helm 4) refuses two variables of one name, env being "
+    "a list keyed by name (x-kubernetes-list-map-keys); extraEnv items reach the pods as written",
+    remedy="give each variable a plain name used once per container (drop an extraEnv item that repeats one "
+    "the chart sets) and either a value or a valueFrom with exactly one source",
+)
+def env_vars(ctx: ManifestsContext) -> Iterator[Hit]:
+    for m, where, spec in pod_templates(ctx):
+        for path, c in containers(spec, where):
+            seen: set[Any] = set()
+            for i, var in enumerate(_list(c.get("env"))):
+                name = _dict(var).get("name")
+                if name in seen:
+                    yield Hit(
+                        f"container {c.get('name')}: env[{i}] repeats {name!r}: Helm 4 applies server-side, "
+                        "where env is a list keyed by name, and the API server refuses the duplicate "
+                        "(Helm 3 installs it and the container sees only the last value)",
+                        subject=subject(m),
+                        manifest_path=f"{path}.env[{i}].name",
+                    )
+                seen.add(name)
+                for field, problem in _env_problems(_dict(var)):
+                    yield Hit(
+                        f"container {c.get('name')}: env[{i}] {problem}: the API server refuses the pod",
+                        subject=subject(m),
+                        manifest_path=f"{path}.env[{i}]{field}",
+                    )
+
+
 def _claim_specs(m: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     """(field path, claim spec) of every claim an object carries: its own, a StatefulSet's templates,
     a pod's ephemeral volumes."""
