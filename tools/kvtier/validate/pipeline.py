@@ -356,6 +356,7 @@ def validate(
                 report.add(f"render helm{r.major}", found, "" if r.error else f"{len(r.manifests)} objects")
             manifests = check_render(report, renders, options)
             check_server(report, manifests, loaded, judge)
+            check_references(report, manifests, options)
             _trace_rendered(report, manifests)
             good = [r for r in renders if not r.error]
             if good:
@@ -408,6 +409,33 @@ def _server_judge(options: Options, given: Any) -> Iterator[Any]:
         options.namespace, options.kube_context, options.kubeconfig, options.pod_security
     ) as judge:
         yield judge
+
+
+def check_references(report: FileReport, manifests: list[dict[str, Any]], options: Options) -> None:
+    """With --context: what the pods read from the namespace (Secrets, ConfigMaps, claims) exists there."""
+    if not options.kube_context or not manifests:
+        return
+    import urllib3
+
+    from kvtier.validate import references
+
+    where = f"context {options.kube_context}"
+    try:
+        rest = _context_rest(options.kube_context, options.kubeconfig)
+        found = references.check(rest, options.namespace, manifests, report.file, where)
+    except (OSError, urllib3.exceptions.HTTPError) as error:
+        raise UserError(f"--context {options.kube_context}: the API server did not answer: {error}") from None
+    checked = len({(r.kind, r.name) for r in references.references(manifests)})
+    report.add(
+        references.REFERENCES, found, f"{checked} Secret(s), ConfigMap(s), claim(s) in {options.namespace}"
+    )
+
+
+@cache
+def _context_rest(context: str, kubeconfig: str | None) -> Any:
+    from kvtier.cluster.rest import Rest
+
+    return Rest.from_kubeconfig(kubeconfig, context)
 
 
 def check_server(report: FileReport, manifests: list[dict[str, Any]], loaded: Any, judge: Any) -> None:
