@@ -61,9 +61,8 @@ def _pod_references(spec: dict[str, Any], where: str, who: str) -> Iterator[Refe
             source = volume.get(field)
             for key in [_dict(item).get("key") for item in _list(_dict(source).get("items"))] or [None]:
                 yield from _ref(kind, source, name_field, key, who, f"{at}.{field}")
-        yield from _ref(
-            "PersistentVolumeClaim", volume.get("persistentVolumeClaim"), "claimName", None, who, at
-        )
+        claim = volume.get("persistentVolumeClaim")
+        yield from _ref("PersistentVolumeClaim", claim, "claimName", None, who, f"{at}.persistentVolumeClaim")
     for path, c in containers(spec, where):
         for i, var in enumerate(_list(c.get("env"))):
             source, at = _dict(_dict(var).get("valueFrom")), f"{path}.env[{i}].valueFrom"
