@@ -47,7 +47,7 @@ def router_parser() -> None:
 
 
 def _router(args: list[str], command: list[str] | None = None, name: str = "m-router") -> dict[str, Any]:
-    container = {"name": "router", "image": "vllm/vllm-router:v0.1.17", "command": command or ["vllm-router"]}
+    container = {"name": "router", "image": "vllm/vllm-router:test", "command": command or ["vllm-router"]}
     container["args"] = args
     return {
         "apiVersion": "apps/v1",

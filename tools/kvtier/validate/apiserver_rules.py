@@ -2,7 +2,7 @@
 objects, so a run without a server (the default) refuses the same objects.
 
 The published schemas carry types, enums and formats; the cross-field rules live in Go, in
-k8s.io/kubernetes pkg/apis/*/validation (read at v1.37.2, the pinned control plane). Each rule here is one
+k8s.io/kubernetes pkg/apis/*/validation (read at the pinned control plane's version). Each rule here is one
 of those functions, cited in its reason. tests/cluster/test_apiserver_rules.py generates objects across each
 rule's fields and requires the same verdict as the real API server's dry run.
 """

@@ -1,6 +1,6 @@
 """Rules on what vLLM makes of a model's dtype and memory share on the GPU its instance type has.
 
-Each rule implements a check the pinned vLLM (0.32.0, toolchain/versions.env; its source in the engine venv)
+Each rule implements a check the pinned vLLM (toolchain/versions.env; its source in the engine venv)
 runs at startup, on the GPU model, GPU count and memory of the model's `instanceType` (the planner's table,
 kvtier.plan.facts.INSTANCE_TYPES and COMPUTE_CAPABILITY, read as workload_rules.instance_facts reads it) and
 the model's shipped config (kvtier.plan.capacity.known_config): an unknown instance type or model is not
@@ -23,13 +23,13 @@ from kvtier.validate.rules import Hit, ValuesContext, rule
 from kvtier.validate.values_rules import extra_args, model_entries
 from kvtier.validate.workload_rules import _gpu_target, instance_facts
 
-# vLLM 0.32.0 vllm/platforms/cuda.py, CudaPlatform.check_if_supports_dtype (called by
+# the pinned vLLM's vllm/platforms/cuda.py, CudaPlatform.check_if_supports_dtype (called by
 # vllm/v1/worker/gpu_worker.py Worker.init_device): bfloat16 below compute capability 8.0 raises "Bfloat16 is
 # only supported on GPUs with compute capability of at least 8.0". CudaPlatform.supported_dtypes: bfloat16,
 # float16, float32 from 8.0; float16, float32 from 6.0.
 BF16_MIN_CAPABILITY = (8, 0)
 
-# vLLM 0.32.0 vllm/config/model.py, _FLOAT16_NOT_SUPPORTED_MODELS (model_type -> reason), checked by
+# the pinned vLLM's vllm/config/model.py, _FLOAT16_NOT_SUPPORTED_MODELS (model_type -> reason), checked by
 # _check_valid_dtype for every dtype vLLM resolves, on every platform: "The model type 'gemma2' does not
 # support float16. Reason: Numerical instability. Please use bfloat16 or float32 instead."
 FLOAT16_NOT_SUPPORTED = {
@@ -55,7 +55,7 @@ GEMMA_2_OR_3 = re.compile(r"gemma-([23])-", re.IGNORECASE)
 # extraArgs that change what the weights take on the GPU or how vLLM sizes the KV cache: quantized weights
 # (--quantization/-q), weights held in host memory (--cpu-offload-gb, --offload-*), a fixed KV cache size that
 # ignores --gpu-memory-utilization (--kv-cache-memory-bytes), another architecture (--hf-overrides), any
-# setting from a file (--config). vLLM 0.32.0 vllm/engine/arg_utils.py EngineArgs.add_cli_args.
+# setting from a file (--config). The pinned vLLM's vllm/engine/arg_utils.py EngineArgs.add_cli_args.
 SIZE_CHANGING_FLAGS = (
     "--quantization",
     "--cpu-offload-gb",
@@ -67,7 +67,7 @@ SIZE_CHANGING_FLAGS = (
     "--config",
 )
 SIZE_CHANGING_SHORT = ("-q",)
-VLLM_DEFAULT_UTILIZATION = 0.9  # vLLM 0.32.0 vllm/config/cache.py CacheConfig.gpu_memory_utilization
+VLLM_DEFAULT_UTILIZATION = 0.9  # the pinned vLLM's vllm/config/cache.py CacheConfig.gpu_memory_utilization
 
 
 @dataclass(frozen=True)
@@ -100,8 +100,8 @@ def _dtype(model: dict[str, Any]) -> str:
 
 
 def resolved_dtype(dtype: str, config_dtype: str, model_type: str, gpu: Gpu) -> str:
-    """The torch dtype vLLM runs a model in: vLLM 0.32.0 vllm/config/model.py _get_and_verify_dtype, with
-    `auto` resolved by _resolve_auto_dtype over CudaPlatform.supported_dtypes less the float16 refusals."""
+    """The torch dtype vLLM runs a model in (the pinned vLLM's vllm/config/model.py _get_and_verify_dtype),
+    with `auto` resolved by _resolve_auto_dtype over CudaPlatform.supported_dtypes less float16 refusals."""
     if dtype != "auto":
         return TORCH_DTYPE.get(dtype, dtype)
     bf16 = gpu.capability is None or gpu.capability >= BF16_MIN_CAPABILITY
@@ -214,7 +214,7 @@ def kv_bytes_per_gpu(spec: ModelSpec, kv_bytes: int, tokens: int, tp: int, pp: i
     "(gpusPerReplica), lower maxModelLen, or choose an instance type with more GPU memory",
 )
 def gpu_memory_holds_weights(ctx: ValuesContext) -> Iterator[Hit]:
-    # vLLM 0.32.0 vllm/v1/worker/utils.py request_memory (total x gpu_memory_utilization per GPU),
+    # the pinned vLLM's vllm/v1/worker/utils.py request_memory (total x gpu_memory_utilization per GPU),
     # vllm/v1/worker/gpu_worker.py Worker.determine_available_memory (KV = that - weights - activation peak),
     # vllm/v1/core/kv_cache_utils.py _check_enough_kv_cache_memory (refuses no memory at all, and a KV cache
     # smaller than one max-model-len sequence).
