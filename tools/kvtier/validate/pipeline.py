@@ -412,23 +412,34 @@ def _server_judge(options: Options, given: Any) -> Iterator[Any]:
 
 
 def check_references(report: FileReport, manifests: list[dict[str, Any]], options: Options) -> None:
-    """With --context: what the pods read from the namespace (Secrets, ConfigMaps, claims) exists there."""
+    """With --context: what the pods read from the namespace (Secrets, ConfigMaps, claims) exists there,
+    and some node of the cluster could run each workload's pods."""
     if not options.kube_context or not manifests:
         return
     import urllib3
 
-    from kvtier.validate import references
+    from kvtier.cluster.rest import ApiException
+    from kvtier.validate import placement, references
 
     where = f"context {options.kube_context}"
     try:
         rest = _context_rest(options.kube_context, options.kubeconfig)
         found = references.check(rest, options.namespace, manifests, report.file, where)
+        try:
+            nodes: list[dict[str, Any]] | str = list(rest.get("/api/v1/nodes")["items"])
+        except ApiException as error:
+            nodes = f"{error.status} {error.reason}"
     except (OSError, urllib3.exceptions.HTTPError) as error:
         raise UserError(f"--context {options.kube_context}: the API server did not answer: {error}") from None
     checked = len({(r.kind, r.name) for r in references.references(manifests)})
     report.add(
         references.REFERENCES, found, f"{checked} Secret(s), ConfigMap(s), claim(s) in {options.namespace}"
     )
+    if isinstance(nodes, str):
+        report.skip(placement.PLACEMENT, f"the nodes could not be listed ({nodes})", UNAVAILABLE)
+        return
+    placed, workloads = placement.check(nodes, manifests, report.file)
+    report.add(placement.PLACEMENT, placed, f"{workloads} workload(s) against {len(nodes)} node(s)")
 
 
 @cache
