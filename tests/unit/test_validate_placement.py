@@ -86,3 +86,15 @@ def test_pods_bound_by_name_are_not_judged_and_daemonsets_tolerate_cordons() -> 
     assert placement.check([cordoned], [bound, daemon], "v.yaml") == ([], 1)
     [finding] = placement.check([cordoned], [deployment], "v.yaml")[0]
     assert "cordoned" in finding.message and "kubectl uncordon" in finding.suggestion
+
+
+def test_a_cordoned_node_the_pods_do_not_select_leaves_a_warning_not_an_error() -> None:
+    cordoned = _node("gpu-0", "ml.g6e.4xlarge")
+    cordoned["spec"]["unschedulable"] = True
+    deployment = {
+        "kind": "Deployment",
+        "metadata": {"name": "router"},
+        "spec": {"template": {"spec": {"nodeSelector": {"node.kubernetes.io/instance-type": "m7i.2xlarge"}}}},
+    }
+    [finding] = placement.check([cordoned], [deployment], "v.yaml")[0]
+    assert finding.severity == "warning", finding

@@ -255,15 +255,17 @@ def tolerations_of(spec: dict[str, Any], daemon: bool = False) -> list[dict[str,
 
 
 def refusal(spec: dict[str, Any], node: dict[str, Any], daemon: bool = False) -> Refusal | None:
-    """Why kube-scheduler would never place a pod of this spec on this node, or None when it could."""
+    """Why kube-scheduler would never place a pod of this spec on this node, or None when it could.
+    The scheduler runs every filter; the node's labels are asked first so that a node the pods never
+    select is reported as such (validate tells "no such node" from "no node will take them")."""
     node_spec = _dict(node.get("spec"))
     tolerations = tolerations_of(spec, daemon)
     taints = [_dict(t) for t in _list(node_spec.get("taints"))]
-    if node_spec.get("unschedulable") and untolerated(tolerations, [UNSCHEDULABLE_TAINT]):
-        return Refusal("NodeUnschedulable", "the node is cordoned (spec.unschedulable)")
     why = affinity_refusal(spec, node)
     if why:
         return Refusal("NodeAffinity", why)
+    if node_spec.get("unschedulable") and untolerated(tolerations, [UNSCHEDULABLE_TAINT]):
+        return Refusal("NodeUnschedulable", "the node is cordoned (spec.unschedulable)")
     left = untolerated(tolerations, taints)
     if left:
         return Refusal(
