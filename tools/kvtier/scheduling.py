@@ -4,7 +4,7 @@ TaintToleration, NodeAffinity (nodeSelector and required node affinity) and Node
 node's allocatable.
 
 "Ever" means an empty node: what other pods already use is not subtracted, so a verdict here is about the
-spec, not about today's load. tests/cluster/test_scheduling.py holds these functions to the real scheduler's
+spec, not about today's load. tests/cluster/test_scheduling_vs_kube_scheduler.py holds these functions to the real scheduler's
 decisions on generated nodes and pods.
 """
 
