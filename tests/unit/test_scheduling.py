@@ -1,6 +1,6 @@
 """kvtier.scheduling: kube-scheduler's filters case by case (the tolerations, selector operators and request
-sums as core/v1 and component-helpers define them). tests/cluster/test_scheduling_vs_kube_scheduler.py holds the same
-functions to the real scheduler on generated nodes and pods."""
+sums as core/v1 and component-helpers define them). tests/cluster/test_scheduling_vs_kube_scheduler.py
+holds the same functions to the real scheduler on generated nodes and pods."""
 
 from __future__ import annotations
 

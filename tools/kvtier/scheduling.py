@@ -4,8 +4,8 @@ TaintToleration, NodeAffinity (nodeSelector and required node affinity) and Node
 node's allocatable.
 
 "Ever" means an empty node: what other pods already use is not subtracted, so a verdict here is about the
-spec, not about today's load. tests/cluster/test_scheduling_vs_kube_scheduler.py holds these functions to the real scheduler's
-decisions on generated nodes and pods.
+spec, not about today's load. tests/cluster/test_scheduling_vs_kube_scheduler.py holds these functions
+to the real scheduler's decisions on generated nodes and pods.
 """
 
 from __future__ import annotations
