@@ -73,7 +73,8 @@ def test_even_master_count_is_refused_with_the_reason(replicas: int, need) -> No
 
     result = render("curvine", set_values={"master.replicas": replicas})
     assert result.returncode != 0
-    assert f"master.replicas={replicas}" in result.stderr and "odd count" in result.stderr
+    assert f"[curvine-masters-odd] master.replicas: {replicas}:" in result.stderr
+    assert "odd count" in result.stderr
 
 
 def test_config_change_rolls_masters_and_workers(need) -> None:

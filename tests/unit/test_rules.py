@@ -121,19 +121,6 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
         _set("curvine", "enabled", value=False),
         "curvine.enabled is false",
     ),
-    "l2-writable-by-engines": (
-        _both(
-            _set("engine", "podSecurityContext", "runAsUser", value=2000),
-            _set("curvine", "csi", "volumeAccess", value={"uid": 2000, "gid": 1000, "mode": "owner"}),
-        ),
-        _both(
-            _set(
-                "engine", "podSecurityContext", value={"runAsUser": 2000, "runAsGroup": 2000, "fsGroup": 2000}
-            ),
-            _set("curvine", "csi", "volumeAccess", value={"uid": 1000, "gid": 1000, "mode": "group"}),
-        ),
-        "the engines run as UID 2000 with groups [2000, 2000], but each L2 directory is created as 1000:1000",
-    ),
     "curvine-masters-odd": (
         _set("curvine", "master", "replicas", value=5),
         _set("curvine", "master", "replicas", value=4),
@@ -302,28 +289,6 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
         _both(_set("engine", value={"accelerator": "cpu"}), _model(extraArgs=["--block-size", "64"])),
         _both(_set("engine", value={"accelerator": "cpu"}), _model(extraArgs=["--block-size", "48"])),
         "--block-size 48 is not a multiple of 32 (vLLM CPU)",
-    ),
-    "backend-target": (
-        _both(_hyperpod("3.7"), _set("cache", "backend", value="lmcache")),
-        _both(_hyperpod("3.7"), NATIVE),
-        "the operator renders LMCache's connector only",
-    ),
-    "backend-l2-needs-l1": (
-        _both(
-            NATIVE, _set("cache", "l1", "enabled", value=False), _set("cache", "l2", "enabled", value=False)
-        ),
-        _both(NATIVE, _set("cache", "l1", "enabled", value=False)),
-        "cache.l1.enabled is false while the native backend's L2 is on",
-    ),
-    "backend-record-hits": (
-        _set("cache", "l2", "eviction", "recordHits", value=True),  # LMCache records hits
-        _both(NATIVE, _set("cache", "l2", "eviction", "recordHits", value=True)),
-        "recordHits is true with cache.backend vllm-native",
-    ),
-    "backend-hash-algorithm": (
-        _both(NATIVE, _set("cache", "hashAlgorithm", value="xxhash")),
-        _set("cache", "hashAlgorithm", value="xxhash"),  # vLLM's name, not LMCache's
-        "cache.hashAlgorithm xxhash is not one of lmcache's",
     ),
     "backend-accelerator": (
         _both(NATIVE, _set("engine", "accelerator", value="nvidia")),

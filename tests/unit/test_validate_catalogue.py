@@ -22,7 +22,8 @@ def test_list_rules_prints_every_registered_rule_with_why_and_fix() -> None:
     assert run.returncode == 0, run.stderr
     listed = {r["id"]: r for r in json.loads(run.stdout)}
     assert set(listed) == set(catalogue.all_rules())
-    assert all(r["reason"] and r["remedy"] and r["scope"] in ("values", "manifests") for r in listed.values())
+    scopes = ("values", "manifests", "chart")
+    assert all(r["reason"] and r["remedy"] and r["scope"] in scopes for r in listed.values())
 
 
 def test_docs_catalogue_has_a_row_per_rule() -> None:

@@ -141,20 +141,20 @@ limits replicas to 1/3/5, this check gives the reason in words (and guards --dis
 {{- define "curvine.validate" -}}
 {{- $n := int .Values.master.replicas -}}
 {{- if eq (mod $n 2) 0 -}}
-{{- fail (printf "master.replicas=%d: Curvine masters form a Raft group and need an odd count (1, 3 or 5); an even count cannot keep quorum through one failure. Use 3." $n) -}}
+{{- fail (printf "[curvine-masters-odd] master.replicas: %d: Curvine masters form a Raft group and need an odd count (1, 3 or 5); an even count cannot keep quorum through one failure. Use 3." $n) -}}
 {{- end -}}
 {{- if or (lt $n 1) (gt $n 5) -}}
-{{- fail (printf "master.replicas=%d: supported master counts are 1, 3 and 5." $n) -}}
+{{- fail (printf "[curvine-masters-odd] master.replicas: %d: supported master counts are 1, 3 and 5." $n) -}}
 {{- end -}}
 {{- range $key := list "runAsUser" "runAsGroup" -}}
 {{- if hasKey ($.Values.csi.controller.podSecurityContext | default dict) $key -}}
-{{- fail (printf "csi.controller.podSecurityContext.%s is set: the CSI controller runs as csi.volumeAccess.uid/gid, because it owns every volume directory it creates. Set csi.volumeAccess instead." $key) -}}
+{{- fail (printf "[curvine-csi-controller-identity] csi.controller.podSecurityContext.%s: it is set: the CSI controller runs as csi.volumeAccess.uid/gid, because it owns every volume directory it creates. Set csi.volumeAccess instead." $key) -}}
 {{- end -}}
 {{- end -}}
 {{- $paths := dict -}}
 {{- range .Values.worker.dataDirs -}}
 {{- if hasKey $paths .path -}}
-{{- fail (printf "worker.dataDirs: path %s is listed twice; each data dir needs its own path." .path) -}}
+{{- fail (printf "[curvine-data-dirs-unique] worker.dataDirs: path %s is listed twice; each data dir needs its own path." .path) -}}
 {{- end -}}
 {{- $_ := set $paths .path true -}}
 {{- end -}}

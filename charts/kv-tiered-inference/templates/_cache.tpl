@@ -5,12 +5,13 @@ algorithm, serde, L2 directory) are written here once and read by every template
 */}}
 
 {{/*
-Bytes of a Kubernetes quantity (1Gi, 500G, 1.5Ti, 2048Mi, 123), as a float64. Fails on anything else.
+Bytes of a Kubernetes quantity (1Gi, 500G, 1.5Ti, 2048Mi, 123), as a float64. Fails on anything else,
+naming the values key. Input: list <quantity> <values key path>.
 */}}
 {{- define "kv-tiered-inference.bytes" -}}
-{{- $q := toString . -}}
+{{- $q := toString (index . 0) -}}
 {{- if not (regexMatch "^[0-9]+(\\.[0-9]+)?([kMGTP]|[KMGTP]i)?$" $q) -}}
-{{- fail (printf "quantity %q: expected a size such as 110Gi, 96G or 1024Mi" $q) -}}
+{{- fail (printf "[quantity-format] %s: %q: expected a size such as 110Gi, 96G or 1024Mi" (index . 1) $q) -}}
 {{- end -}}
 {{- $number := regexFind "^[0-9]+(\\.[0-9]+)?" $q -}}
 {{- $unit := trimPrefix $number $q -}}
@@ -32,7 +33,7 @@ Bytes of a Kubernetes quantity (1Gi, 500G, 1.5Ti, 2048Mi, 123), as a float64. Fa
 {{- $sc := dig "storageClass" "name" "" .Values.curvine -}}
 {{- $sc | default (printf "%s-curvine" .Release.Name) -}}
 {{- else -}}
-{{- fail "cache.l2: curvine.enabled is false, so the L2 PVC needs an existing Curvine: set cache.l2.claim.existingClaim (an RWX PVC) or cache.l2.claim.storageClassName (the external Curvine StorageClass)" -}}
+{{- fail "[l2-backend] cache.l2.claim: curvine.enabled is false, so the L2 PVC needs an existing Curvine: set cache.l2.claim.existingClaim (an RWX PVC) or cache.l2.claim.storageClassName (the external Curvine StorageClass)" -}}
 {{- end -}}
 {{- end -}}
 
@@ -51,7 +52,7 @@ test pods) cannot flow into the subchart: this check keeps the two equal instead
 {{- $mode := $access.mode | default "group" -}}
 {{- $pod := .Values.engine.podSecurityContext | default dict -}}
 {{- if and (ne $mode "world") (not (hasKey $pod "runAsUser")) -}}
-{{- fail "engine.podSecurityContext.runAsUser is unset, so the engines' UID is the image's and the chart cannot give them the L2: set it (and curvine.csi.volumeAccess.uid to the same value), or curvine.csi.volumeAccess.mode=world to let any UID write" -}}
+{{- fail "[l2-writable-by-engines] engine.podSecurityContext.runAsUser: it is unset, so the engines' UID is the image's and the chart cannot give them the L2: set it (and curvine.csi.volumeAccess.uid to the same value), or curvine.csi.volumeAccess.mode=world to let any UID write" -}}
 {{- end -}}
 {{- if ne $mode "world" -}}
 {{- $groups := $pod.supplementalGroups | default list -}}
@@ -61,7 +62,7 @@ test pods) cannot flow into the subchart: this check keeps the two equal instead
 {{- $groupOk := false -}}
 {{- range $groups }}{{ if and (eq $mode "group") (eq (int .) (int $access.gid)) }}{{ $groupOk = true }}{{ end }}{{ end -}}
 {{- if not (or $ownerOk $groupOk) -}}
-{{- fail (printf "engine.podSecurityContext (runAsUser %v, runAsGroup %v, fsGroup %v) cannot write the L2: curvine.csi.volumeAccess creates each volume directory as %v:%v with mode %s. Set curvine.csi.volumeAccess.uid to engine.podSecurityContext.runAsUser and gid to its fsGroup, or mode=world to let any UID write" $pod.runAsUser (dig "runAsGroup" "unset" $pod) (dig "fsGroup" "unset" $pod) $access.uid $access.gid (get (dict "owner" "0755 (owner)" "group" "0775 (group)") $mode)) -}}
+{{- fail (printf "[l2-writable-by-engines] curvine.csi.volumeAccess: engine.podSecurityContext (runAsUser %v, runAsGroup %v, fsGroup %v) cannot write the L2: curvine.csi.volumeAccess creates each volume directory as %v:%v with mode %s. Set curvine.csi.volumeAccess.uid to engine.podSecurityContext.runAsUser and gid to its fsGroup, or mode=world to let any UID write" $pod.runAsUser (dig "runAsGroup" "unset" $pod) (dig "fsGroup" "unset" $pod) $access.uid $access.gid (get (dict "owner" "0755 (owner)" "group" "0775 (group)") $mode)) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
@@ -131,17 +132,17 @@ Input: dict "root" $ "model" <models[] entry>.
 {{- else -}}
 {{- $limit := dig "resources" "limits" "memory" "" .model -}}
 {{- if not $limit -}}
-{{- fail (printf "models[%s]: cache.l1.size is auto, which needs resources.limits.memory on the model (L1 = limit - engine.shmSize - cache.l1.headroom); set the limit or a number of GB in cache.l1.size" .model.name) -}}
+{{- fail (printf "[l1-auto-needs-memory-limit] models[%s].resources.limits.memory: cache.l1.size is auto, which needs resources.limits.memory on the model (L1 = limit - engine.shmSize - cache.l1.headroom); set the limit or a number of GB in cache.l1.size" .model.name) -}}
 {{- end -}}
 {{- $gib := 1073741824.0 -}}
-{{- $free := subf (subf (include "kv-tiered-inference.bytes" $limit | float64) (include "kv-tiered-inference.bytes" .root.Values.engine.shmSize | float64)) (include "kv-tiered-inference.bytes" $l1.headroom | float64) -}}
+{{- $free := subf (subf (include "kv-tiered-inference.bytes" (list $limit (printf "models[%s].resources.limits.memory" .model.name)) | float64) (include "kv-tiered-inference.bytes" (list .root.Values.engine.shmSize "engine.shmSize") | float64)) (include "kv-tiered-inference.bytes" (list $l1.headroom "cache.l1.headroom") | float64) -}}
 {{- /* On CPU, vLLM's own KV cache (L0) lives in the same host memory. */ -}}
 {{- if eq (.root.Values.engine.accelerator | default "nvidia") "cpu" -}}
-{{- $free = subf $free (include "kv-tiered-inference.bytes" .root.Values.engine.cpuKVCacheSpace | float64) -}}
+{{- $free = subf $free (include "kv-tiered-inference.bytes" (list .root.Values.engine.cpuKVCacheSpace "engine.cpuKVCacheSpace") | float64) -}}
 {{- end -}}
 {{- $size := floor (divf $free $gib) -}}
 {{- if lt $size 1.0 -}}
-{{- fail (printf "models[%s]: cache.l1.size auto leaves %.1f GiB for L1 (memory limit %s - /dev/shm %s - headroom %s, and engine.cpuKVCacheSpace on CPU); raise resources.limits.memory, lower engine.shmSize or cache.l1.headroom, or set cache.l1.size" .model.name (divf $free $gib) (toString $limit) (toString .root.Values.engine.shmSize) (toString $l1.headroom)) -}}
+{{- fail (printf "[l1-fits-memory] models[%s].resources.limits.memory: cache.l1.size auto leaves %.1f GiB for L1 (memory limit %s - /dev/shm %s - headroom %s, and engine.cpuKVCacheSpace on CPU); raise resources.limits.memory, lower engine.shmSize or cache.l1.headroom, or set cache.l1.size" .model.name (divf $free $gib) (toString $limit) (toString .root.Values.engine.shmSize) (toString $l1.headroom)) -}}
 {{- end -}}
 {{- $size | int -}}
 {{- end -}}
@@ -177,19 +178,19 @@ recorder is an LMCache storage plugin; each backend names its prefix hash functi
 {{- $backend := include "kv-tiered-inference.backend" .Values -}}
 {{- if eq $backend "vllm-native" -}}
 {{- if eq .Values.target "hyperpod" -}}
-{{- fail "cache.backend vllm-native: the HyperPod Inference Operator renders LMCache's connector only; use cache.backend lmcache on target hyperpod (or target standalone)" -}}
+{{- fail "[backend-target] cache.backend: vllm-native: the HyperPod Inference Operator renders LMCache's connector only; use cache.backend lmcache on target hyperpod (or target standalone)" -}}
 {{- end -}}
 {{- if and $cache.l2.enabled (not $cache.l1.enabled) -}}
-{{- fail "cache.backend vllm-native: the fs tier (L2) moves every chunk through the CPU tier (L1); set cache.l1.enabled true, or cache.l2.enabled false" -}}
+{{- fail "[backend-l2-needs-l1] cache.l1.enabled: cache.backend vllm-native: the fs tier (L2) moves every chunk through the CPU tier (L1); set cache.l1.enabled true, or cache.l2.enabled false" -}}
 {{- end -}}
 {{- if $cache.l2.eviction.recordHits -}}
-{{- fail "cache.l2.eviction.recordHits: the hit recorder is an LMCache storage plugin; with cache.backend vllm-native set it false (eviction then orders chunks by write time)" -}}
+{{- fail "[backend-record-hits] cache.l2.eviction.recordHits: the hit recorder is an LMCache storage plugin; with cache.backend vllm-native set it false (eviction then orders chunks by write time)" -}}
 {{- end -}}
 {{- if not (has $cache.hashAlgorithm (list "sha256" "sha256_cbor" "xxhash" "xxhash_cbor")) -}}
-{{- fail (printf "cache.hashAlgorithm %s is LMCache's; with cache.backend vllm-native it is vLLM's --prefix-caching-hash-algo: sha256 (vLLM's default), sha256_cbor, xxhash or xxhash_cbor" $cache.hashAlgorithm) -}}
+{{- fail (printf "[backend-hash-algorithm] cache.hashAlgorithm: %s is LMCache's; with cache.backend vllm-native it is vLLM's --prefix-caching-hash-algo: sha256 (vLLM's default), sha256_cbor, xxhash or xxhash_cbor" $cache.hashAlgorithm) -}}
 {{- end -}}
 {{- else if hasPrefix "xxhash" $cache.hashAlgorithm -}}
-{{- fail (printf "cache.hashAlgorithm %s is vLLM's; with cache.backend lmcache it is LMCache's pre_caching_hash_algorithm: builtin, sha256, sha256_cbor or sha256_cbor_64bit" $cache.hashAlgorithm) -}}
+{{- fail (printf "[backend-hash-algorithm] cache.hashAlgorithm: %s is vLLM's; with cache.backend lmcache it is LMCache's pre_caching_hash_algorithm: builtin, sha256, sha256_cbor or sha256_cbor_64bit" $cache.hashAlgorithm) -}}
 {{- end -}}
 {{- end -}}
 
@@ -223,7 +224,7 @@ Input: dict "root" $ "model" <models[] entry>.
 {{- define "kv-tiered-inference.shmSizeLimit" -}}
 {{- $v := .root.Values -}}
 {{- if and (include "kv-tiered-inference.nativeEnabled" .root) $v.cache.l1.enabled -}}
-{{- $bytes := addf (include "kv-tiered-inference.bytes" $v.engine.shmSize | float64) (include "kv-tiered-inference.l1Bytes" . | float64) -}}
+{{- $bytes := addf (include "kv-tiered-inference.bytes" (list $v.engine.shmSize "engine.shmSize") | float64) (include "kv-tiered-inference.l1Bytes" . | float64) -}}
 {{- printf "%dMi" (divf $bytes 1048576.0 | ceil | int64) -}}
 {{- else -}}
 {{- $v.engine.shmSize -}}

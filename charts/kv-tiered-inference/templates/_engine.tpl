@@ -16,7 +16,7 @@ include it). Input: the models[] entry.
 {{- else if .source.huggingface -}}
 {{- .model -}}
 {{- else -}}
-{{- fail (printf "models[%s].source: target standalone needs source.huggingface or source.pvc (s3 and fsx are HyperPod sources)" .name) -}}
+{{- fail (printf "[model-source-target] models[%s].source: target standalone needs source.huggingface or source.pvc (s3 and fsx are HyperPod sources)" .name) -}}
 {{- end -}}
 {{- end -}}
 
@@ -116,7 +116,7 @@ last of a repeated flag, so it would override the chart's value. Both targets. I
 {{- if ne .name $flag }}{{ $why = append $why (printf "vLLM expands %s to %s (a prefix no other of its flags starts with), or refuses it as ambiguous" .name $flag) }}{{ end -}}
 {{- if contains "." $key }}{{ $why = append $why "a dotted name sets keys of the flag's JSON, replacing the chart's whole value" }}{{ end -}}
 {{- $how := ternary "" (printf " (extraArgs[%d] %q: %s)" (int .index) .item (join "; " $why)) (empty $why) -}}
-{{- fail (printf "models[%s].extraArgs: %s is set by %s from the model's own keys or cache (a cross-pod invariant or a sized value)%s; remove it from extraArgs and set the values key the chart renders it from" $m.name $flag $by $how) -}}
+{{- fail (printf "[engine-args-reserved] models[%s].extraArgs: %s is set by %s from the model's own keys or cache (a cross-pod invariant or a sized value)%s; remove it from extraArgs and set the values key the chart renders it from" $m.name $flag $by $how) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
@@ -131,7 +131,7 @@ The full `vllm serve` argument list of one model, as JSON. Input: dict "root" $ 
 {{- $args := list "serve" (include "kv-tiered-inference.modelArg" $m) "--served-model-name" $m.model "--host" "0.0.0.0" "--port" (toString $v.engine.port) -}}
 {{- $cpu := eq ($v.engine.accelerator | default "nvidia") "cpu" -}}
 {{- if and $cpu (gt (int (include "kv-tiered-inference.tensorParallelSize" $m)) 1) -}}
-{{- fail (printf "models[%s].gpusPerReplica is %v but engine.accelerator is cpu: the CPU engines run tensor parallel size 1; set gpusPerReplica to 1" $m.name $m.gpusPerReplica) -}}
+{{- fail (printf "[cpu-engine-one-rank] models[%s].gpusPerReplica: %v but engine.accelerator is cpu: the CPU engines run tensor parallel size 1; set gpusPerReplica to 1" $m.name $m.gpusPerReplica) -}}
 {{- end -}}
 {{- $args = concat $args (list "--tensor-parallel-size" (include "kv-tiered-inference.tensorParallelSize" $m)) -}}
 {{- with $m.dtype }}{{ $args = concat $args (list "--dtype" .) }}{{ end -}}
@@ -184,7 +184,7 @@ The full `vllm serve` argument list of one model, as JSON. Input: dict "root" $ 
 {{- if eq (.root.Values.engine.accelerator | default "nvidia") "cpu" -}}
 {{- range $kind := list "requests" "limits" -}}
 {{- if hasKey (get $res $kind | default dict) "nvidia.com/gpu" -}}
-{{- fail (printf "models[%s].resources.%s sets nvidia.com/gpu but engine.accelerator is cpu; drop the GPU resource or set engine.accelerator to nvidia" $m.name $kind) -}}
+{{- fail (printf "[cpu-engine-one-rank] models[%s].resources.%s: sets nvidia.com/gpu but engine.accelerator is cpu; drop the GPU resource or set engine.accelerator to nvidia" $m.name $kind) -}}
 {{- end -}}
 {{- end -}}
 {{- toJson $res -}}
@@ -192,7 +192,7 @@ The full `vllm serve` argument list of one model, as JSON. Input: dict "root" $ 
 {{- range $kind := list "requests" "limits" -}}
 {{- $list := get $res $kind | default dict -}}
 {{- if and (hasKey $list "nvidia.com/gpu") (ne (toString (get $list "nvidia.com/gpu")) (toString $gpus)) -}}
-{{- fail (printf "models[%s].resources.%s nvidia.com/gpu is %v but gpusPerReplica (= tensor parallel size) is %d; drop the GPU resource, the chart sets it" $m.name $kind (get $list "nvidia.com/gpu") $gpus) -}}
+{{- fail (printf "[gpu-resource-from-tp] models[%s].resources.%s: nvidia.com/gpu is %v but gpusPerReplica (= tensor parallel size) is %d; drop the GPU resource, the chart sets it" $m.name $kind (get $list "nvidia.com/gpu") $gpus) -}}
 {{- end -}}
 {{- $_ := set $list "nvidia.com/gpu" (toString $gpus) -}}
 {{- $_ := set $res $kind $list -}}

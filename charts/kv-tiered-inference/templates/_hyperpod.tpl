@@ -40,7 +40,7 @@ mutatingAdmissionPolicy
 {{- else if and (eq $mechanism "auto") $kyverno -}}
 kyverno
 {{- else -}}
-{{- fail (printf "target hyperpod: this cluster serves no MutatingAdmissionPolicy API (admissionregistration.k8s.io v1, v1beta1 or v1alpha1), which the L2 patch of the operator's Deployments needs%s. Remedies: on Kubernetes >= 1.36 it is served by default; on 1.34/1.35 enable it (feature gate MutatingAdmissionPolicy, runtime-config admissionregistration.k8s.io/v1beta1=true); with helm template or GitOps set hyperpod.patch.apiVersion (e.g. admissionregistration.k8s.io/v1); or install Kyverno and set hyperpod.patch.mechanism=kyverno (docs/hyperpod.md)" (ternary "" (printf " (hyperpod.patch.mechanism=%s)" $mechanism) (eq $mechanism "auto"))) -}}
+{{- fail (printf "[hyperpod-patch-api] hyperpod.patch.mechanism: target hyperpod: this cluster serves no MutatingAdmissionPolicy API (admissionregistration.k8s.io v1, v1beta1 or v1alpha1), which the L2 patch of the operator's Deployments needs%s. Remedies: on Kubernetes >= 1.36 it is served by default; on 1.34/1.35 enable it (feature gate MutatingAdmissionPolicy, runtime-config admissionregistration.k8s.io/v1beta1=true); with helm template or GitOps set hyperpod.patch.apiVersion (e.g. admissionregistration.k8s.io/v1); or install Kyverno and set hyperpod.patch.mechanism=kyverno (docs/hyperpod.md)" (ternary "" (printf " (hyperpod.patch.mechanism=%s)" $mechanism) (eq $mechanism "auto"))) -}}
 {{- end -}}
 {{- end -}}
 
@@ -104,21 +104,21 @@ hyperpod-operator-supports and hyperpod-multiprocess-lmcache say the same before
 {{- $hp := .Values.hyperpod -}}
 {{- $version := printf "%s.0" (toString $hp.operator.version) -}}
 {{- if and (include "kv-tiered-inference.hyperpod.multiProcess" .) (semverCompare "<3.7.0" $version) -}}
-{{- fail (printf "hyperpod.lmcache.mode MultiProcess needs operator >= 3.7 (hyperpod.operator.version is %s): upgrade the operator and set hyperpod.operator.version, or use InProcess" (toString $hp.operator.version)) -}}
+{{- fail (printf "[hyperpod-operator-supports] hyperpod.lmcache.mode: MultiProcess needs operator >= 3.7 (hyperpod.operator.version is %s): upgrade the operator and set hyperpod.operator.version, or use InProcess" (toString $hp.operator.version)) -}}
 {{- end -}}
 {{- if and $hp.tolerations (semverCompare "<3.7.0" $version) -}}
-{{- fail (printf "hyperpod.tolerations needs operator >= 3.7 (hyperpod.operator.version is %s); older operators drop them silently" (toString $hp.operator.version)) -}}
+{{- fail (printf "[hyperpod-operator-supports] hyperpod.tolerations: hyperpod.tolerations needs operator >= 3.7 (hyperpod.operator.version is %s); older operators drop them silently" (toString $hp.operator.version)) -}}
 {{- end -}}
 {{- if .Values.auth.apiKeySecret.name -}}
-{{- fail "auth.apiKeySecret: on target hyperpod the operator renders the engine pods, which this chart cannot give the key; leave auth.apiKeySecret.name empty and authenticate at the endpoint's gateway (docs/security.md)" -}}
+{{- fail "[hyperpod-api-key] auth.apiKeySecret: on target hyperpod the operator renders the engine pods, which this chart cannot give the key; leave auth.apiKeySecret.name empty and authenticate at the endpoint's gateway (docs/security.md)" -}}
 {{- end -}}
 {{- $cache := .Values.cache -}}
 {{- if and $cache.tenantIsolation (eq $cache.backend "lmcache") (not (include "kv-tiered-inference.hyperpod.multiProcess" .)) (or $cache.l1.enabled $cache.l2.enabled) -}}
-{{- fail "cache.tenantIsolation: the operator's InProcess LMCache connector keys L1/L2 chunks on tokens alone, so one tenant's cache_salt does not keep another from reading its KV; use hyperpod.lmcache.mode MultiProcess (its keys carry the salt), or set cache.tenantIsolation=false for a release that serves one tenant (docs/security.md)" -}}
+{{- fail "[hyperpod-tenant-isolation] cache.tenantIsolation: the operator's InProcess LMCache connector keys L1/L2 chunks on tokens alone, so one tenant's cache_salt does not keep another from reading its KV; use hyperpod.lmcache.mode MultiProcess (its keys carry the salt), or set cache.tenantIsolation=false for a release that serves one tenant (docs/security.md)" -}}
 {{- end -}}
 {{- $tag := toString $hp.worker.image.tag -}}
 {{- if and (include "kv-tiered-inference.hyperpod.multiProcess" .) (regexMatch "^v?[0-9]+[.][0-9]+[.][0-9]+$" $tag) (semverCompare "<0.5.0" (trimPrefix "v" $tag)) -}}
-{{- fail (printf "hyperpod.lmcache.mode MultiProcess needs LMCache >= 0.5.0 in the worker image; hyperpod.worker.image.tag is %s" $tag) -}}
+{{- fail (printf "[hyperpod-multiprocess-lmcache] hyperpod.worker.image.tag: hyperpod.lmcache.mode MultiProcess needs LMCache >= 0.5.0 in the worker image; hyperpod.worker.image.tag is %s" $tag) -}}
 {{- end -}}
 {{- end -}}
 
@@ -177,7 +177,7 @@ huggingFaceModel:
   modelId: {{ $m.model | quote }}
   {{- with $hf.revision }}
   {{- if not (regexMatch "^[0-9a-f]{40}$" .) }}
-  {{- fail (printf "models[%s].source.huggingface.revision %q: target hyperpod takes a full 40-character commit SHA (the operator's commitSHA), not a branch or tag" $m.name .) }}
+  {{- fail (printf "[hyperpod-revision-sha] models[%s].source.huggingface.revision: %q: target hyperpod takes a full 40-character commit SHA (the operator's commitSHA), not a branch or tag" $m.name .) }}
   {{- end }}
   commitSHA: {{ . | quote }}
   {{- end }}
@@ -208,7 +208,7 @@ fsxStorage:
 modelLocation: {{ . | quote }}
 {{- end }}
 {{- else -}}
-{{- fail (printf "models[%s].source: target hyperpod needs source.huggingface, source.s3 or source.fsx (the operator downloads or mounts the model itself); a pvc source is only supported by target standalone" $m.name) -}}
+{{- fail (printf "[model-source-target] models[%s].source: target hyperpod needs source.huggingface, source.s3 or source.fsx (the operator downloads or mounts the model itself); a pvc source is only supported by target standalone" $m.name) -}}
 {{- end }}
 {{- end -}}
 

@@ -45,7 +45,7 @@ schedule for the shapes that have one fixed period; anything else asks for the v
 {{- $fields := splitList " " (regexReplaceAll "\\s+" $schedule " ") -}}
 {{- if $explicit -}}
 {{- if not (regexMatch "^[0-9]+[smhd]$" $explicit) -}}
-{{- fail (printf "metrics.prometheusRule.evictionPeriod %q: expected a duration such as 5m, 1h or 1d" $explicit) -}}
+{{- fail (printf "[prometheusrule-eviction-period] metrics.prometheusRule.evictionPeriod: %q: expected a duration such as 5m, 1h or 1d" $explicit) -}}
 {{- end -}}
 {{- $unit := get (dict "s" 1 "m" 60 "h" 3600 "d" 86400) (regexFind "[smhd]$" $explicit) -}}
 {{- mul (int (trimSuffix (regexFind "[smhd]$" $explicit) $explicit)) $unit -}}
@@ -57,7 +57,7 @@ schedule for the shapes that have one fixed period; anything else asks for the v
 {{- else if and (eq (len $fields) 5) (regexMatch "^[0-9]+$" (index $fields 0)) (eq (rest $fields | join " ") "* * * *") -}}3600
 {{- else if and (eq (len $fields) 5) (regexMatch "^[0-9]+$" (index $fields 0)) (regexMatch "^[0-9]+$" (index $fields 1)) (eq (slice $fields 2 | join " ") "* * *") -}}86400
 {{- else -}}
-{{- fail (printf "metrics.prometheusRule: the eviction schedule %q has no single period the alerts can read; set metrics.prometheusRule.evictionPeriod (e.g. 1h)" $schedule) -}}
+{{- fail (printf "[prometheusrule-eviction-period] metrics.prometheusRule.evictionPeriod: the eviction schedule %q has no single period the alerts can read; set metrics.prometheusRule.evictionPeriod (e.g. 1h)" $schedule) -}}
 {{- end -}}
 {{- end -}}
 
@@ -66,10 +66,10 @@ schedule for the shapes that have one fixed period; anything else asks for the v
 {{- $ev := .Values.cache.l2.eviction -}}
 {{- $high := toString $ev.highWatermark -}}
 {{- if hasSuffix "%" $high -}}
-{{- $capacity := include "kv-tiered-inference.bytes" ($ev.capacity | default .Values.cache.l2.claim.size) -}}
+{{- $capacity := include "kv-tiered-inference.bytes" (list ($ev.capacity | default .Values.cache.l2.claim.size) (ternary "cache.l2.eviction.capacity" "cache.l2.claim.size" (not (empty $ev.capacity)))) -}}
 {{- divf (mulf (float64 $capacity) (float64 (trimSuffix "%" $high))) 100 | int64 -}}
 {{- else -}}
-{{- include "kv-tiered-inference.bytes" $high | float64 | int64 -}}
+{{- include "kv-tiered-inference.bytes" (list $high "cache.l2.eviction.highWatermark") | float64 | int64 -}}
 {{- end -}}
 {{- end -}}
 
@@ -78,6 +78,6 @@ with what to do otherwise, so an enabled feature never renders to nothing. Input
 "keda.sh/v1alpha1/ScaledObject" "key" "engine.autoscaling" "assume" <bool> "what" "KEDA". */}}
 {{- define "kv-tiered-inference.requireApi" -}}
 {{- if not (or .assume (.root.Capabilities.APIVersions.Has .api)) -}}
-{{- fail (printf "%s.enabled: the cluster does not serve %s (%s); install it first, or set %s.assumeApiServed=true when rendering without a cluster (helm template, GitOps)" .key .api .what .key) -}}
+{{- fail (printf "[api-served] %s.enabled: the cluster does not serve %s (%s); install it first, or set %s.assumeApiServed=true when rendering without a cluster (helm template, GitOps)" .key .api .what .key) -}}
 {{- end -}}
 {{- end -}}

@@ -63,7 +63,7 @@ spelling (vLLM's default is 16). */ -}}
 {{- else -}}
 {{- $workers := get ($r.discovery.staticWorkers | default dict) .model.name | default list -}}
 {{- if not $workers -}}
-{{- fail (printf "router.discovery.mode is static but router.discovery.staticWorkers has no entry for model %q; add [{url: http://host:%d}] under its name" .model.name (int $v.engine.port)) -}}
+{{- fail (printf "[router-static-workers] router.discovery.staticWorkers: no entry for model %q while router.discovery.mode is static; add [{url: http://host:%d}] under its name" .model.name (int $v.engine.port)) -}}
 {{- end -}}
 {{- $urls := list -}}
 {{- range $workers }}{{ $urls = append $urls .url }}{{ end -}}
@@ -71,7 +71,7 @@ spelling (vLLM's default is 16). */ -}}
 {{- if eq $v.routing.strategy "kvaware" -}}
 {{- range $workers -}}
 {{- if not .kvEvents -}}
-{{- fail (printf "routing.strategy kvaware with static workers needs kvEvents (tcp://host:%d) on every worker of model %q (missing for %s)" (int $v.engine.kvEventsPort) $.model.name .url) -}}
+{{- fail (printf "[router-static-kv-events] router.discovery.staticWorkers: routing.strategy kvaware with static workers needs kvEvents (tcp://host:%d) on every worker of model %q (missing for %s)" (int $v.engine.kvEventsPort) $.model.name .url) -}}
 {{- end -}}
 {{- $args = concat $args (list "--kv-event-source" (printf "%s=%s" .url .kvEvents)) -}}
 {{- end -}}

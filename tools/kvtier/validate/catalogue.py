@@ -9,6 +9,7 @@ from collections.abc import Iterable, Iterator
 from kvtier.validate import (  # noqa: F401
     apiserver_rules,
     backend_rules,
+    chart_rules,
     crosspod,
     curvine_rules,
     engine_args_rules,
@@ -17,7 +18,6 @@ from kvtier.validate import (  # noqa: F401
     gpu_rules,
     hyperpod_rules,
     kubelet_rules,
-    l2_access_rules,
     metadata_rules,
     network_rules,
     podsecurity,
@@ -101,12 +101,20 @@ def _select(scope: str, only: Iterable[str] | None) -> Iterator[Rule]:
 
 
 def listing() -> list[dict[str, str]]:
-    """Every rule as plain data (id, what it reads, summary row, reason, remedy), values rules first."""
-    ordered = sorted(all_rules().values(), key=lambda r: (r.scope != "values", r.id))
+    """Every rule as plain data (id, what it reads, summary row, reason, remedy): values, chart, manifests."""
+    order = {"values": 0, "chart": 1, "manifests": 2}
+    ordered = sorted(all_rules().values(), key=lambda r: (order[r.scope], r.id))
     return [
         {"id": r.id, "scope": r.scope, "row": r.check_name, "reason": r.reason, "remedy": r.remedy}
         for r in ordered
     ]
+
+
+READS = {
+    "values": "the effective values",
+    "manifests": "the rendered objects",
+    "chart": "the chart's own `fail` (Helm's refusal)",
+}
 
 
 def markdown() -> str:
@@ -117,7 +125,7 @@ def markdown() -> str:
 
     lines = ["| id | reads | reported under | why | what to do |", "|---|---|---|---|---|"]
     for r in listing():
-        reads = "the effective values" if r["scope"] == "values" else "the rendered objects"
+        reads = READS[r["scope"]]
         lines.append(
             f"| `{r['id']}` | {reads} | {cell(r['row'])} | {cell(r['reason'])} | {cell(r['remedy'])} |"
         )

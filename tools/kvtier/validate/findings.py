@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 # Check names, in the order the summary shows them. k8s schema checks are "k8s <minor>".
 SCHEMA, RULES, LMCACHE, CURVINE, POLICY = "schema", "rules", "LMCache config", "Curvine TOML", "policy"
@@ -11,7 +11,13 @@ HYPERPOD_SDK = "HyperPod SDK"  # rendered InferenceEndpointConfigs through AWS's
 SERVER = "API server (dry run)"  # the renders applied with server-side dry run (--server)
 VLLM = "vLLM arguments"  # the engines' args through the pinned vLLM's own parser and config checks (--vllm)
 
-OK, FAILED, WARNED, SKIPPED, UNAVAILABLE = "ok", "failed", "warning", "skipped", "not available"
+Status = Literal["ok", "failed", "warning", "skipped", "not available"]
+Severity = Literal["error", "warning"]
+OK: Status = "ok"
+FAILED: Status = "failed"
+WARNED: Status = "warning"
+SKIPPED: Status = "skipped"  # nothing of this kind to judge (e.g. no LMCache config in the render)
+UNAVAILABLE: Status = "not available"  # there was something to judge, but the judge itself is missing
 
 
 @dataclass(frozen=True)
@@ -27,7 +33,7 @@ class Finding:
     expected: str = ""
     suggestion: str = ""
     reason: str = ""  # a rule's one-line why
-    severity: str = "error"
+    severity: Severity = "error"
 
     def location(self) -> str:
         if not self.file:
@@ -41,8 +47,27 @@ class Finding:
 
 @dataclass
 class CheckStatus:
-    status: str  # OK | FAILED | WARNED | SKIPPED | UNAVAILABLE
+    status: Status
     detail: str = ""  # why skipped/unavailable, or a count/summary
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A layer ran: its findings and, when there are none, what it judged ("3 file(s)")."""
+
+    findings: list[Finding]
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class NotRun:
+    """A layer did not run: SKIPPED when there was nothing to judge, UNAVAILABLE when its judge is missing."""
+
+    why: str
+    status: Status = SKIPPED
+
+
+Outcome = Judged | NotRun
 
 
 @dataclass
@@ -65,8 +90,15 @@ class FileReport:
             detail = f"{warnings} warning(s)"
         self.checks[check] = CheckStatus(status, detail)
 
-    def skip(self, check: str, why: str, status: str = SKIPPED) -> None:
+    def skip(self, check: str, why: str, status: Status = SKIPPED) -> None:
         self.checks[check] = CheckStatus(status, why)
+
+    def record(self, check: str, outcome: Outcome) -> None:
+        """A layer's outcome: its findings (the detail shown when there are none), or why it did not run."""
+        if isinstance(outcome, NotRun):
+            self.skip(check, outcome.why, outcome.status)
+        else:
+            self.add(check, outcome.findings, "" if outcome.findings else outcome.detail)
 
     @property
     def failed(self) -> bool:

@@ -204,9 +204,10 @@ def nulled_defaults(origins: Any) -> list[KeyPath]:
 
 
 def retarget_refusal(finding: Finding, values: Any, origins: Any) -> Finding:
-    """Helm's refusal to render, pointed at the values key it names; a template error that names none,
-    after a user null deleted a chart default, at that null (the likely cause)."""
-    key = named_key(finding.message, values)
+    """Helm's refusal to render, pointed at the values key it names (a chart rule's key path, else the
+    first key its message names); a template error that names none, after a user null deleted a chart
+    default, at that null (the likely cause)."""
+    key = named_key(finding.path or finding.message, values)
     note = ""
     if key is None:
         nulled = nulled_defaults(origins)

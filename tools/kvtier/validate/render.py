@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from kvtier import helm, helmyaml, paths, toolchain
+from kvtier.validate import catalogue, chart_rules
 from kvtier.validate.findings import Finding
 from kvtier.validate.merge import UMBRELLA
 
@@ -165,7 +166,22 @@ def start(
 
 
 def finding(r: Render, file: str) -> Finding:
-    """Helm's refusal, with the template it came from as the object (`fail` messages are the chart's)."""
+    """Helm's refusal, with the template it came from as the object. A chart `fail` names its rule and
+    values key (`[rule-id] key.path: ...`, chart_rules.py): the finding carries both, and the catalogue
+    entry's reason and remedy; any other error is `render.error`."""
     match = re.match(r"execution error at \(([^)]*)\): (.*)", r.error, flags=re.S)
     subject, message = (match.group(1), match.group(2)) if match else ("", r.error)
-    return Finding(f"render helm{r.major}", "render.error", message.strip(), file, subject=subject)
+    refusal = chart_rules.read_refusal(message, subject.split(":")[0])
+    known = catalogue.all_rules().get(refusal.rule)
+    if known is None:
+        return Finding(f"render helm{r.major}", "render.error", refusal.message, file, subject=subject)
+    return Finding(
+        f"render helm{r.major}",
+        known.id,
+        refusal.message,
+        file,
+        path=refusal.key,
+        subject=subject,
+        suggestion=known.remedy,
+        reason=known.reason,
+    )

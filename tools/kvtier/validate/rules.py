@@ -2,21 +2,28 @@
 
 A rule has an id, a one-line reason (why it matters), a remedy (what to do) and a check function.
 `values` rules see the effective values (chart defaults + the environment file); `manifests` rules
-see the rendered objects. A check yields Hits; the runner turns them into Findings with positions.
+see the rendered objects; `chart` rules are a template `fail` of the charts, declared for the catalogue
+and read back from Helm's refusal. A check yields Hits; the runner turns them into Findings with positions.
 
-The rule modules (values_rules, storage_rules, l2_access_rules, policy, podsecurity, crosspod) register
-into REGISTRY with `@rule`; this module imports none of them. catalogue.py imports them all and runs the set.
+The rule modules (values_rules, storage_rules, policy, podsecurity, crosspod, ...) register into REGISTRY
+with `@rule`, chart_rules with `declare`; this module imports none of them. catalogue.py imports them all
+and runs the set.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from kvtier.validate.findings import RULES
+from kvtier.validate.findings import RULES, Severity
 from kvtier.validate.loader import KeyPath, Loaded
 from kvtier.validate.origins import Origins
+
+RENDER = "render helm3 / helm4"  # the summary rows a chart rule's refusal counts under
+# What a rule reads: the effective values, the rendered objects, or nothing here (a chart's template `fail`,
+# read back from Helm's refusal).
+Scope = Literal["values", "manifests", "chart"]
 
 
 @dataclass(frozen=True)
@@ -25,7 +32,7 @@ class Hit:
     path: KeyPath = ()  # values rules: key path in the values
     subject: str = ""  # manifests rules: Kind/name
     manifest_path: str = ""
-    severity: str = "error"  # or "warning": a likely mistake the rule cannot prove
+    severity: Severity = "error"  # or "warning": a likely mistake the rule cannot prove
 
 
 @dataclass
@@ -51,7 +58,7 @@ class Rule:
     id: str
     reason: str
     remedy: str
-    scope: str  # "values" | "manifests"
+    scope: Scope
     check: Callable[[Any], Iterable[Hit]]
     check_name: str = RULES  # the summary row its findings count under
 
@@ -59,7 +66,7 @@ class Rule:
 REGISTRY: dict[str, Rule] = {}
 
 
-def rule(rule_id: str, reason: str, remedy: str, scope: str = "values", check_name: str = RULES):
+def rule(rule_id: str, reason: str, remedy: str, scope: Scope = "values", check_name: str = RULES):
     """Decorator: register a check function as a rule (ids are unique)."""
 
     def register(fn: Callable[[Any], Iterable[Hit]]) -> Callable[[Any], Iterable[Hit]]:
@@ -71,4 +78,13 @@ def rule(rule_id: str, reason: str, remedy: str, scope: str = "values", check_na
     return register
 
 
-__all__ = ["REGISTRY", "Hit", "ManifestsContext", "Rule", "ValuesContext", "rule"]
+def declare(rule_id: str, reason: str, remedy: str) -> None:
+    """Register a rule a chart enforces with a template `fail` (chart_rules.py): catalogued, not run."""
+    rule(rule_id, reason, remedy, scope="chart", check_name=RENDER)(_enforced_by_the_chart)
+
+
+def _enforced_by_the_chart(_ctx: Any) -> Iterable[Hit]:
+    return ()
+
+
+__all__ = ["REGISTRY", "Hit", "ManifestsContext", "Rule", "ValuesContext", "declare", "rule"]
