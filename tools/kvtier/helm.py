@@ -19,7 +19,8 @@ def run(
 
 
 def dependencies_current(chart: Path) -> bool:
-    """Whether every file:// dependency of a chart is packaged in its charts/ and newer than its source."""
+    """Whether every file:// dependency of a chart is packaged in its charts/, once, at the version
+    Chart.yaml asks for, and newer than its source."""
     import yaml
 
     meta = yaml.safe_load((chart / "Chart.yaml").read_text()) or {}
@@ -29,18 +30,20 @@ def dependencies_current(chart: Path) -> bool:
             continue
         source = (chart / repo.removeprefix("file://")).resolve()
         packaged = sorted((chart / "charts").glob(f"{dep['name']}-*.tgz"))
-        if not packaged:
-            return False
+        if len(packaged) != 1 or packaged[0].name != f"{dep['name']}-{dep.get('version')}.tgz":
+            return False  # missing, an older version left beside it (Helm would load both), or a bump
         newest_source = max(p.stat().st_mtime for p in source.rglob("*") if p.is_file())
-        if packaged[-1].stat().st_mtime < newest_source:
+        if packaged[0].stat().st_mtime < newest_source:
             return False
     return True
 
 
 def build_dependencies(chart: Path, *, major: int = 3) -> None:
-    """`helm dependency build` when a file:// dependency is missing or older than its source."""
+    """Package the file:// dependencies when one is missing, stale or of another version. `dependency
+    update` (not `build`): after a version bump the Chart.lock of an earlier build is out of sync, which
+    `build` refuses; update rewrites it and replaces the old package."""
     if not dependencies_current(chart):
-        run(["dependency", "build", str(chart), "--skip-refresh"], major=major, check=True)
+        run(["dependency", "update", str(chart), "--skip-refresh"], major=major, check=True)
 
 
 def majors(option: str) -> tuple[int, ...]:
