@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 from kvtier.validate import configs, kube
-from kvtier.validate.findings import CURVINE, LMCACHE
+from kvtier.validate.findings import CURVINE, LMCACHE, UNAVAILABLE, Judged, NotRun
 
 DEPLOYMENT = {
     "apiVersion": "apps/v1",
@@ -64,16 +64,16 @@ def test_a_missing_checker_is_not_available_never_passed(monkeypatch) -> None:
     monkeypatch.setitem(
         configs.CHECKERS, CURVINE, ("kvtier.no_such_module", ("check_text",), configs.CHECKERS[CURVINE][2])
     )
-    findings, why = configs.run(manifests, CURVINE, "env.yaml")
-    assert findings is None and "missing" in why
+    outcome = configs.run(manifests, CURVINE, "env.yaml")
+    assert isinstance(outcome, NotRun) and outcome.status == UNAVAILABLE and "missing" in outcome.why
 
 
 def test_curvine_checker_finds_an_unknown_key() -> None:
     toml = "format_master = false\nformat_worker = false\n[master]\nweb_prot = 9000\n"
     manifests = [{"kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"curvine-cluster.toml": toml}}]
-    findings, _ = configs.run(manifests, CURVINE, "env.yaml")
-    assert findings and any("web_prot" in f.message for f in findings)
-    assert all(f.subject == "ConfigMap/c:curvine-cluster.toml" for f in findings)
+    outcome = configs.run(manifests, CURVINE, "env.yaml")
+    assert isinstance(outcome, Judged) and any("web_prot" in f.message for f in outcome.findings)
+    assert all(f.subject == "ConfigMap/c:curvine-cluster.toml" for f in outcome.findings)
 
 
 def test_lmcache_checker_finds_an_unknown_key(need) -> None:
@@ -86,10 +86,10 @@ def test_lmcache_checker_finds_an_unknown_key(need) -> None:
             "data": {"lmcache.yaml": "chunk_size: 256\nchunk_sise: 512\n"},
         }
     ]
-    findings, why = configs.run(manifests, LMCACHE, "env.yaml")
-    if findings is None:
-        need(False, f"LMCache loader not installed: {why}")
-    assert findings and any("chunk_sise" in f.message for f in findings)
+    outcome = configs.run(manifests, LMCACHE, "env.yaml")
+    if isinstance(outcome, NotRun):
+        need(False, f"LMCache loader not installed: {outcome.why}")
+    assert isinstance(outcome, Judged) and any("chunk_sise" in f.message for f in outcome.findings)
 
 
 def test_shared_verdicts_still_tell_minors_apart() -> None:

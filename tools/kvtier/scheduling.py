@@ -16,6 +16,7 @@ from fractions import Fraction
 from typing import Any
 
 from kvtier import quantity
+from kvtier.shapes import mapping, sequence
 
 FILTERED_EFFECTS = ("NoSchedule", "NoExecute")  # TaintToleration's filter ignores PreferNoSchedule
 UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
@@ -63,14 +64,6 @@ class Refusal:
     detail: str
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
 def tolerates(toleration: dict[str, Any], taint: dict[str, Any]) -> bool:
     """core/v1 Toleration.ToleratesTaint: an empty effect matches every effect, an empty key with Exists
     every key; Equal (or no operator) compares the values."""
@@ -113,7 +106,7 @@ def _int(text: Any) -> int | None:
 def _requirement(labels: dict[str, str], expression: dict[str, Any]) -> bool:
     """One NodeSelectorRequirement against a node's labels (In, NotIn, Exists, DoesNotExist, Gt, Lt)."""
     key, operator = str(expression.get("key")), expression.get("operator")
-    values = [str(v) for v in _list(expression.get("values"))]
+    values = [str(v) for v in sequence(expression.get("values"))]
     present = key in labels
     if operator == "In":
         return present and labels[key] in values
@@ -135,7 +128,7 @@ def _field_requirement(name: str, expression: dict[str, Any]) -> bool:
     """matchFields: only metadata.name, with In or NotIn."""
     if expression.get("key") != "metadata.name":
         return False
-    values = [str(v) for v in _list(expression.get("values"))]
+    values = [str(v) for v in sequence(expression.get("values"))]
     if expression.get("operator") == "In":
         return name in values
     if expression.get("operator") == "NotIn":
@@ -143,13 +136,16 @@ def _field_requirement(name: str, expression: dict[str, Any]) -> bool:
     return False
 
 
-def _term(node: dict[str, Any], term: dict[str, Any]) -> bool:
+def _labels(node: dict[str, Any]) -> dict[str, str]:
+    return {str(k): str(v) for k, v in mapping(mapping(node.get("metadata")).get("labels")).items()}
+
+
+def _term(node: dict[str, Any], labels: dict[str, str], term: dict[str, Any]) -> bool:
     """A NodeSelectorTerm: every expression and field holds; an empty term matches no node."""
-    expressions, fields = _list(term.get("matchExpressions")), _list(term.get("matchFields"))
+    expressions, fields = sequence(term.get("matchExpressions")), sequence(term.get("matchFields"))
     if not expressions and not fields:
         return False
-    labels = {str(k): str(v) for k, v in _dict(_dict(node.get("metadata")).get("labels")).items()}
-    name = str(_dict(node.get("metadata")).get("name", ""))
+    name = str(mapping(node.get("metadata")).get("name", ""))
     return all(_requirement(labels, e) for e in expressions) and all(
         _field_requirement(name, f) for f in fields
     )
@@ -157,26 +153,26 @@ def _term(node: dict[str, Any], term: dict[str, Any]) -> bool:
 
 def affinity_refusal(spec: dict[str, Any], node: dict[str, Any]) -> str:
     """Why the node does not match the pod's nodeSelector or required node affinity, or ''."""
-    labels = {str(k): str(v) for k, v in _dict(_dict(node.get("metadata")).get("labels")).items()}
-    for key, value in _dict(spec.get("nodeSelector")).items():
+    labels = _labels(node)
+    for key, value in mapping(spec.get("nodeSelector")).items():
         if labels.get(str(key)) != str(value):
             return f"nodeSelector {key}={value} (node has {labels.get(str(key), 'no such label')})"
-    required = _dict(
-        _dict(_dict(spec.get("affinity")).get("nodeAffinity")).get(
+    required = mapping(
+        mapping(mapping(spec.get("affinity")).get("nodeAffinity")).get(
             "requiredDuringSchedulingIgnoredDuringExecution"
         )
     )
     if "nodeSelectorTerms" in required:
-        terms = _list(required.get("nodeSelectorTerms"))
-        if not any(_term(node, _dict(t)) for t in terms):
+        terms = sequence(required.get("nodeSelectorTerms"))
+        if not any(_term(node, labels, mapping(t)) for t in terms):
             return "no term of the required node affinity matches its labels"
     return ""
 
 
 def _resources(container: dict[str, Any]) -> dict[str, Fraction]:
     """A container's requests after the API server's defaulting: a limit without a request is the request."""
-    resources = _dict(container.get("resources"))
-    merged = {**_dict(resources.get("limits")), **_dict(resources.get("requests"))}
+    resources = mapping(container.get("resources"))
+    merged = {**mapping(resources.get("limits")), **mapping(resources.get("requests"))}
     out = {}
     for name, value in merged.items():
         parsed = quantity.try_parse(value)
@@ -198,12 +194,12 @@ def pod_requests(spec: dict[str, Any]) -> dict[str, Fraction]:
     (sidecar) init containers add up; each ordinary init container runs alone beside the sidecars started
     before it; the larger of the two per resource; plus spec.overhead."""
     total: dict[str, Fraction] = {}
-    for c in _list(spec.get("containers")):
-        total = _add(total, _resources(_dict(c)))
+    for c in sequence(spec.get("containers")):
+        total = _add(total, _resources(mapping(c)))
     sidecars: dict[str, Fraction] = {}
     peak: dict[str, Fraction] = {}  # the most any step of the init sequence holds at once
-    for c in _list(spec.get("initContainers")):
-        c = _dict(c)
+    for c in sequence(spec.get("initContainers")):
+        c = mapping(c)
         if c.get("restartPolicy") == "Always":
             sidecars = _add(sidecars, _resources(c))
             step = sidecars
@@ -212,14 +208,14 @@ def pod_requests(spec: dict[str, Any]) -> dict[str, Fraction]:
         peak = _max(peak, step)
     total = _max(_add(total, sidecars), peak)
     overhead = {
-        str(k): v for k, v in ((k, quantity.try_parse(v)) for k, v in _dict(spec.get("overhead")).items())
+        str(k): v for k, v in ((k, quantity.try_parse(v)) for k, v in mapping(spec.get("overhead")).items())
     }
     return _add(total, {k: v for k, v in overhead.items() if v is not None})
 
 
 def resource_refusal(requests: dict[str, Fraction], node: dict[str, Any]) -> str:
     """The first resource the node's allocatable cannot hold even empty, or ''."""
-    allocatable = _dict(_dict(node.get("status")).get("allocatable"))
+    allocatable = mapping(mapping(node.get("status")).get("allocatable"))
     if (quantity.try_parse(allocatable.get("pods", "0")) or 0) < 1:
         return "allocatable pods 0"
     for name in sorted(requests):
@@ -239,7 +235,7 @@ def _show(value: Fraction) -> str:
 def tolerations_of(spec: dict[str, Any], daemon: bool = False) -> list[dict[str, Any]]:
     """The pod's tolerations as the scheduler sees them: its own, plus what admission (and, for a
     DaemonSet's pods, the DaemonSet controller) adds."""
-    own = [_dict(t) for t in _list(spec.get("tolerations"))]
+    own = [mapping(t) for t in sequence(spec.get("tolerations"))]
     added = list(DAEMON_TOLERATIONS) if daemon else []
     if daemon and spec.get("hostNetwork"):
         added.append(DAEMON_HOST_NETWORK_TOLERATION)
@@ -258,9 +254,9 @@ def refusal(spec: dict[str, Any], node: dict[str, Any], daemon: bool = False) ->
     """Why kube-scheduler would never place a pod of this spec on this node, or None when it could.
     The scheduler runs every filter; the node's labels are asked first so that a node the pods never
     select is reported as such (validate tells "no such node" from "no node will take them")."""
-    node_spec = _dict(node.get("spec"))
+    node_spec = mapping(node.get("spec"))
     tolerations = tolerations_of(spec, daemon)
-    taints = [_dict(t) for t in _list(node_spec.get("taints"))]
+    taints = [mapping(t) for t in sequence(node_spec.get("taints"))]
     why = affinity_refusal(spec, node)
     if why:
         return Refusal("NodeAffinity", why)

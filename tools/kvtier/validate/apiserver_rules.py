@@ -14,18 +14,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from kvtier import quantity
+from kvtier.shapes import mapping, sequence
 from kvtier.validate.kubelet_rules import containers, pod_templates, subject
 from kvtier.validate.rules import Hit, ManifestsContext, rule
 
 ACCESS_MODES = ("ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod")
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
 
 
 @rule(
@@ -41,13 +34,13 @@ def _list(value: Any) -> list[Any]:
 def escalation_contradiction(ctx: ManifestsContext) -> Iterator[Hit]:
     for m, where, spec in pod_templates(ctx):
         for path, c in containers(spec, where):
-            sc = _dict(c.get("securityContext"))
+            sc = mapping(c.get("securityContext"))
             if sc.get("allowPrivilegeEscalation") is not False:
                 continue
             why = []
             if sc.get("privileged") is True:
                 why.append("privileged: true")
-            if "CAP_SYS_ADMIN" in _list(_dict(sc.get("capabilities")).get("add")):
+            if "CAP_SYS_ADMIN" in sequence(mapping(sc.get("capabilities")).get("add")):
                 why.append("capabilities.add CAP_SYS_ADMIN")
             if why:
                 yield Hit(
@@ -70,8 +63,8 @@ def escalation_contradiction(ctx: ManifestsContext) -> Iterator[Hit]:
 def volume_mounts(ctx: ManifestsContext) -> Iterator[Hit]:
     for m, where, spec in pod_templates(ctx):
         declared: set[Any] = set()
-        for i, volume in enumerate(_list(spec.get("volumes"))):
-            name = _dict(volume).get("name")
+        for i, volume in enumerate(sequence(spec.get("volumes"))):
+            name = mapping(volume).get("name")
             if name in declared:
                 yield Hit(
                     f"volume {name!r} is declared twice: the API server refuses the pod",
@@ -80,12 +73,12 @@ def volume_mounts(ctx: ManifestsContext) -> Iterator[Hit]:
                 )
             declared.add(name)
         if m.get("kind") == "StatefulSet":  # each claim template is a volume of its pods
-            templates = _list(_dict(m.get("spec")).get("volumeClaimTemplates"))
-            declared.update(_dict(_dict(t).get("metadata")).get("name") for t in templates)
+            templates = sequence(mapping(m.get("spec")).get("volumeClaimTemplates"))
+            declared.update(mapping(mapping(t).get("metadata")).get("name") for t in templates)
         for path, c in containers(spec, where):
             seen: set[Any] = set()
-            for i, mount in enumerate(_list(c.get("volumeMounts"))):
-                mount = _dict(mount)
+            for i, mount in enumerate(sequence(c.get("volumeMounts"))):
+                mount = mapping(mount)
                 at = f"{path}.volumeMounts[{i}]"
                 if mount.get("name") not in declared:
                     yield Hit(
@@ -117,8 +110,8 @@ def hostnetwork_ports(ctx: ManifestsContext) -> Iterator[Hit]:
         if spec.get("hostNetwork") is not True:
             continue
         for path, c in containers(spec, where):
-            for i, port in enumerate(_list(c.get("ports"))):
-                port = _dict(port)
+            for i, port in enumerate(sequence(c.get("ports"))):
+                port = mapping(port)
                 host = port.get("hostPort")
                 if host not in (None, 0) and host != port.get("containerPort"):
                     yield Hit(
@@ -139,7 +132,7 @@ def _env_problems(var: dict[str, Any]) -> Iterator[tuple[str, str]]:
     source = var.get("valueFrom")
     if source is None:
         return
-    sources = [key for key in ENV_SOURCES if _dict(source).get(key) is not None]
+    sources = [key for key in ENV_SOURCES if mapping(source).get(key) is not None]
     if not sources:
         yield ".valueFrom", "has a valueFrom that names no source (secretKeyRef, configMapKeyRef, ...)"
     elif var.get("value") not in (None, ""):
@@ -163,8 +156,8 @@ def env_vars(ctx: ManifestsContext) -> Iterator[Hit]:
     for m, where, spec in pod_templates(ctx):
         for path, c in containers(spec, where):
             seen: set[Any] = set()
-            for i, var in enumerate(_list(c.get("env"))):
-                name = _dict(var).get("name")
+            for i, var in enumerate(sequence(c.get("env"))):
+                name = mapping(var).get("name")
                 if name in seen:
                     yield Hit(
                         f"container {c.get('name')}: env[{i}] repeats {name!r}: Helm 4 applies server-side, "
@@ -174,7 +167,7 @@ def env_vars(ctx: ManifestsContext) -> Iterator[Hit]:
                         manifest_path=f"{path}.env[{i}].name",
                     )
                 seen.add(name)
-                for field, problem in _env_problems(_dict(var)):
+                for field, problem in _env_problems(mapping(var)):
                     yield Hit(
                         f"container {c.get('name')}: env[{i}] {problem}: the API server refuses the pod",
                         subject=subject(m),
@@ -186,23 +179,23 @@ def _claim_specs(m: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     """(field path, claim spec) of every claim an object carries: its own, a StatefulSet's templates,
     a pod's ephemeral volumes."""
     if m.get("kind") == "PersistentVolumeClaim":
-        yield "spec", _dict(m.get("spec"))
+        yield "spec", mapping(m.get("spec"))
     if m.get("kind") == "StatefulSet":
-        for i, template in enumerate(_list(_dict(m.get("spec")).get("volumeClaimTemplates"))):
-            yield f"spec.volumeClaimTemplates[{i}].spec", _dict(_dict(template).get("spec"))
+        for i, template in enumerate(sequence(mapping(m.get("spec")).get("volumeClaimTemplates"))):
+            yield f"spec.volumeClaimTemplates[{i}].spec", mapping(mapping(template).get("spec"))
 
 
 def _ephemeral_claims(ctx: ManifestsContext) -> Iterator[tuple[dict[str, Any], str, dict[str, Any]]]:
     for m, where, spec in pod_templates(ctx):
-        for i, volume in enumerate(_list(spec.get("volumes"))):
-            template = _dict(_dict(_dict(volume).get("ephemeral")).get("volumeClaimTemplate"))
+        for i, volume in enumerate(sequence(spec.get("volumes"))):
+            template = mapping(mapping(mapping(volume).get("ephemeral")).get("volumeClaimTemplate"))
             if template:
                 at = f"{where}.volumes[{i}].ephemeral.volumeClaimTemplate.spec"
-                yield m, at, _dict(template.get("spec"))
+                yield m, at, mapping(template.get("spec"))
 
 
 def _claim_problems(spec: dict[str, Any]) -> Iterator[tuple[str, str]]:
-    modes = _list(spec.get("accessModes"))
+    modes = sequence(spec.get("accessModes"))
     if not modes:
         yield "accessModes", "has no access mode (at least one is required)"
     for mode in modes:
@@ -210,7 +203,7 @@ def _claim_problems(spec: dict[str, Any]) -> Iterator[tuple[str, str]]:
             yield "accessModes", f"has access mode {mode!r}, not one of {', '.join(ACCESS_MODES)}"
     if "ReadWriteOncePod" in modes and any(mode in ACCESS_MODES[:3] for mode in modes):
         yield "accessModes", "combines ReadWriteOncePod with another access mode"
-    requests = _dict(_dict(spec.get("resources")).get("requests"))
+    requests = mapping(mapping(spec.get("resources")).get("requests"))
     size = quantity.try_parse(requests.get("storage")) if "storage" in requests else None
     if "storage" not in requests:
         yield "resources.requests", "requests no storage"
@@ -250,9 +243,9 @@ def _peer_problems(peer: dict[str, Any]) -> Iterator[tuple[str, str]]:
         yield "", "names no peer (podSelector, namespaceSelector or ipBlock)"
     elif "ipBlock" in present and len(present) > 1:
         yield "", "combines ipBlock with a selector (an ipBlock peer stands alone; list them as two peers)"
-    block = _dict(peer.get("ipBlock"))
+    block = mapping(peer.get("ipBlock"))
     cidr = _network(block.get("cidr"))
-    for i, text in enumerate(_list(block.get("except")) if cidr else []):
+    for i, text in enumerate(sequence(block.get("except")) if cidr else []):
         inner = _network(text)
         if inner is not None and (
             inner.version != cidr.version  # type: ignore[union-attr]
@@ -289,20 +282,20 @@ def networkpolicy_peers(ctx: ManifestsContext) -> Iterator[Hit]:
     for m in ctx.manifests:
         if not isinstance(m, dict) or m.get("kind") != "NetworkPolicy":
             continue
-        spec = _dict(m.get("spec"))
+        spec = mapping(m.get("spec"))
         for direction, peers_key in (("ingress", "from"), ("egress", "to")):
-            for i, item in enumerate(_list(spec.get(direction))):
-                item = _dict(item)
+            for i, item in enumerate(sequence(spec.get(direction))):
+                item = mapping(item)
                 at = f"spec.{direction}[{i}]"
-                for j, peer in enumerate(_list(item.get(peers_key))):
-                    for field, problem in _peer_problems(_dict(peer)):
+                for j, peer in enumerate(sequence(item.get(peers_key))):
+                    for field, problem in _peer_problems(mapping(peer)):
                         yield Hit(
                             f"{direction} rule {i}, peer {j} {problem}: the API server refuses the policy",
                             subject=subject(m),
                             manifest_path=f"{at}.{peers_key}[{j}]{field}",
                         )
-                for j, port in enumerate(_list(item.get("ports"))):
-                    for field, problem in _port_problems(_dict(port)):
+                for j, port in enumerate(sequence(item.get("ports"))):
+                    for field, problem in _port_problems(mapping(port)):
                         yield Hit(
                             f"{direction} rule {i}, port {j} {problem}: the API server refuses the policy",
                             subject=subject(m),

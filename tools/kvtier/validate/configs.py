@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kvtier.errors import UserError
-from kvtier.validate.findings import CURVINE, LMCACHE, Finding
+from kvtier.validate.findings import CURVINE, LMCACHE, UNAVAILABLE, Finding, Judged, NotRun, Outcome
 
 # module, candidate function names (text -> list of problems), how to recognise the file in a ConfigMap
 CHECKERS: dict[str, tuple[str, tuple[str, ...], Callable[[str], bool]]] = {
@@ -80,14 +80,15 @@ def _problems(result: Any) -> list[tuple[str, str, str]]:
     return out
 
 
-def run(manifests: list[dict[str, Any]], check: str, file: str) -> tuple[list[Finding] | None, str]:
-    """Findings for each rendered file; (None, why) when the check cannot run."""
+def run(manifests: list[dict[str, Any]], check: str, file: str) -> Outcome:
+    """Findings for each rendered file; NotRun when there is no such file (skipped) or the checker itself
+    cannot run (not available)."""
     files = find_files(manifests, check)
     if not files:
-        return None, "no such config file in the render"
+        return NotRun("no such config file in the render")
     fn, why = checker(check)
     if fn is None:
-        return None, why
+        return NotRun(why, UNAVAILABLE)
     prefix = "lmcache" if check == LMCACHE else "curvine"
     findings = []
     for subject, text in files:
@@ -95,12 +96,12 @@ def run(manifests: list[dict[str, Any]], check: str, file: str) -> tuple[list[Fi
             problems = _problems(fn(text, subject))
         except UserError as error:
             if "install" in str(error) or "not importable" in str(error):
-                return None, str(error)  # the checker's own prerequisite is missing
+                return NotRun(str(error), UNAVAILABLE)  # the checker's own prerequisite is missing
             problems = [("parse", str(error), "")]
         except Exception as error:  # a checker crashing is reported, not raised: the other checks go on
-            return None, f"{CHECKERS[check][0]} failed: {type(error).__name__}: {error}"
+            return NotRun(f"{CHECKERS[check][0]} failed: {type(error).__name__}: {error}", UNAVAILABLE)
         for rule, message, remedy in problems:
             findings.append(
                 Finding(check, f"{prefix}.{rule}", message, file, subject=subject, suggestion=remedy)
             )
-    return findings, f"{len(files)} file(s)"
+    return Judged(findings, f"{len(files)} file(s)")

@@ -13,7 +13,7 @@ from typing import Any
 
 from kvtier.errors import UserError
 from kvtier.upstream import hyperpod_fields, hyperpod_sdk
-from kvtier.validate.findings import HYPERPOD_SDK, Finding
+from kvtier.validate.findings import HYPERPOD_SDK, UNAVAILABLE, Finding, Judged, NotRun, Outcome
 
 
 def prefetch(renders: list[list[dict[str, Any]]]) -> None:
@@ -25,18 +25,18 @@ def prefetch(renders: list[list[dict[str, Any]]]) -> None:
             hyperpod_sdk.validate_specs(specs)
 
 
-def run(manifests: list[dict[str, Any]], file: str) -> tuple[list[Finding] | None, str]:
-    """Findings for the rendered endpoints; (None, why) when the layer cannot run or has nothing to check."""
+def run(manifests: list[dict[str, Any]], file: str) -> Outcome:
+    """Findings for the rendered endpoints; NotRun when there is none (skipped) or the SDK cannot run."""
     endpoints = [m for m in manifests if m.get("kind") == hyperpod_fields.KIND]
     if not endpoints:
-        return None, "no InferenceEndpointConfig in the render (target standalone)"
+        return NotRun("no InferenceEndpointConfig in the render (target standalone)")
     why = hyperpod_sdk.missing()
     if why:
-        return None, why
+        return NotRun(why, UNAVAILABLE)
     try:
         results = hyperpod_sdk.validate_specs([e.get("spec") or {} for e in endpoints])
     except UserError as error:
-        return None, str(error)
+        return NotRun(str(error), UNAVAILABLE)
     sdk = f"sagemaker-hyperpod {hyperpod_sdk.pinned_version()}"
     findings = []
     for endpoint, problems in zip(endpoints, results, strict=True):
@@ -67,4 +67,4 @@ def run(manifests: list[dict[str, Any]], file: str) -> tuple[list[Finding] | Non
                         subject=subject,
                     )
                 )
-    return findings, f"{len(endpoints)} endpoint(s), {sdk}"
+    return Judged(findings, f"{len(endpoints)} endpoint(s), {sdk}")

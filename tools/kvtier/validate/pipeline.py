@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ from kvtier.validate import (
     crosspod,
     hyperpod_sdk_check,
     kube,
+    live_judges,
     loader,
     merge,
     podsecurity,
@@ -42,8 +41,6 @@ from kvtier.validate.findings import (
     RULES,
     SCHEMA,
     SERVER,
-    SKIPPED,
-    UNAVAILABLE,
     VLLM,
     FileReport,
     Finding,
@@ -225,20 +222,8 @@ def check_render(report: FileReport, renders: list[render.Render], options: Opti
             detail += f"; no schema for {kinds} (custom resources: checked by the cluster tests)"
         report.add(f"k8s {minor}", findings, detail if not findings else "")
     for check in (LMCACHE, CURVINE):
-        found, why = configs.run(good[0].manifests, check, report.file)
-        if found is None:
-            report.skip(
-                check,
-                why,
-                UNAVAILABLE if "missing" in why or "has none" in why or "failed" in why else "skipped",
-            )
-        else:
-            report.add(check, found, why if not found else "")
-    found, why = hyperpod_sdk_check.run(good[0].manifests, report.file)
-    if found is None:
-        report.skip(HYPERPOD_SDK, why, SKIPPED if "no InferenceEndpointConfig" in why else UNAVAILABLE)
-    else:
-        report.add(HYPERPOD_SDK, found, why if not found else "")
+        report.record(check, configs.run(good[0].manifests, check, report.file))
+    report.record(HYPERPOD_SDK, hyperpod_sdk_check.run(good[0].manifests, report.file))
     levels = {
         (m.get("metadata") or {}).get("name"): ((m.get("metadata") or {}).get("labels") or {}).get(PSS_LABEL)
         for m in manifests
@@ -339,7 +324,7 @@ def validate(
             if not r.error
         ]
     )
-    with _server_judge(options, judge) as judge:
+    with live_judges.server_judge(options, judge) as judge:
         for (report, loaded), futures in zip(checked, started.pending, strict=True):
             blocked = _blocked(report, started.problem)
             renders = [f.result() for f in futures]  # a blocked file's renders are waited for, then dropped
@@ -355,112 +340,16 @@ def validate(
                 found = [_refusal(report, render.finding(r, report.file))] if r.error else []
                 report.add(f"render helm{r.major}", found, "" if r.error else f"{len(r.manifests)} objects")
             manifests = check_render(report, renders, options)
-            check_server(report, manifests, loaded, judge)
-            check_references(report, manifests, options)
+            live_judges.check_server(report, manifests, loaded, judge)
+            live_judges.check_cluster(report, manifests, options)
             _trace_rendered(report, manifests)
             good = [r for r in renders if not r.error]
             if good:
                 judged.append((report, loaded, good[0].manifests))
             else:
                 report.skip(VLLM, "no render (Helm refused the values)")
-    check_vllm(judged, options)
+    live_judges.check_vllm(judged, options)
     return [report for report, _ in checked]
-
-
-def check_vllm(judged: list[tuple[FileReport, Any, list[dict[str, Any]]]], options: Options) -> None:
-    """The engines' `vllm serve` args of every file through the pinned vLLM, in one probe process."""
-    if not options.vllm:
-        for report, _, _ in judged:
-            report.skip(VLLM, "not asked (--vllm parses the engine args with vLLM in the engine venv)")
-        return
-    from kvtier.validate import vllm_check  # the engine rig: only when asked
-
-    per_file = [
-        (report, loaded, vllm_check.engines(manifests, report.file)) for report, loaded, manifests in judged
-    ]
-    every = [e for _, _, engines in per_file for e in engines]
-    verdicts = vllm_check.probe(every) if every else []
-    for report, loaded, engines in per_file:
-        if not engines:
-            report.skip(VLLM, "no engine Deployment rendered (hyperpod: the operator renders vLLM)")
-        elif isinstance(verdicts, str):
-            report.skip(VLLM, verdicts, UNAVAILABLE)
-        else:
-            mine, verdicts = verdicts[: len(engines)], verdicts[len(engines) :]
-            found = [
-                vllm_check.finding(e, v, loaded)
-                for e, v in zip(engines, mine, strict=True)
-                if not v.get("ok")
-            ]
-            report.add(
-                VLLM, found, "" if found else f"{len(engines)} engine(s), vLLM's parser and config checks"
-            )
-
-
-@contextmanager
-def _server_judge(options: Options, given: Any) -> Iterator[Any]:
-    """The API server that judges the renders (the caller's, or --server's), or None."""
-    if given is not None or not options.server:
-        yield given
-        return
-    from kvtier.validate import server  # the kubernetes client and cluster code: only when asked
-
-    with server.connect(
-        options.namespace, options.kube_context, options.kubeconfig, options.pod_security
-    ) as judge:
-        yield judge
-
-
-def check_references(report: FileReport, manifests: list[dict[str, Any]], options: Options) -> None:
-    """With --context: what the pods read from the namespace (Secrets, ConfigMaps, claims) exists there,
-    and some node of the cluster could run each workload's pods."""
-    if not options.kube_context or not manifests:
-        return
-    import urllib3
-
-    from kvtier.cluster.rest import ApiException
-    from kvtier.validate import placement, references
-
-    where = f"context {options.kube_context}"
-    try:
-        rest = _context_rest(options.kube_context, options.kubeconfig)
-        found = references.check(rest, options.namespace, manifests, report.file, where)
-        try:
-            nodes: list[dict[str, Any]] | str = list(rest.get("/api/v1/nodes")["items"])
-        except ApiException as error:
-            nodes = f"{error.status} {error.reason}"
-    except (OSError, urllib3.exceptions.HTTPError) as error:
-        raise UserError(f"--context {options.kube_context}: the API server did not answer: {error}") from None
-    checked = len({(r.kind, r.name) for r in references.references(manifests)})
-    report.add(
-        references.REFERENCES, found, f"{checked} Secret(s), ConfigMap(s), claim(s) in {options.namespace}"
-    )
-    if isinstance(nodes, str):
-        report.skip(placement.PLACEMENT, f"the nodes could not be listed ({nodes})", UNAVAILABLE)
-        return
-    placed, workloads = placement.check(nodes, manifests, report.file)
-    report.add(placement.PLACEMENT, placed, f"{workloads} workload(s) against {len(nodes)} node(s)")
-
-
-@cache
-def _context_rest(context: str, kubeconfig: str | None) -> Any:
-    from kvtier.cluster.rest import Rest
-
-    return Rest.from_kubeconfig(kubeconfig, context)
-
-
-def check_server(report: FileReport, manifests: list[dict[str, Any]], loaded: Any, judge: Any) -> None:
-    """The server-side dry run of one file's distinct rendered objects (Helm 3's and 4's)."""
-    if judge is None:
-        report.skip(SERVER, "not asked (--server dry-runs every object on an API server)")
-        return
-    if not manifests:
-        report.skip(SERVER, "no render (Helm refused the values)")
-        return
-    from kvtier.validate import server
-
-    found, detail = server.judge(judge, manifests, loaded, report.file)
-    report.add(SERVER, found, detail if not found else "")
 
 
 def exit_code(reports: list[FileReport]) -> int:

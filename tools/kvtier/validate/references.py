@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvtier.cluster.rest import ApiException, Rest
-from kvtier.validate.findings import Finding
+from kvtier.shapes import mapping, sequence
+from kvtier.validate.findings import Finding, Severity
 from kvtier.validate.kubelet_rules import containers, pod_templates, subject
 from kvtier.validate.rules import ManifestsContext
 
@@ -35,45 +36,37 @@ class Reference:
     path: str  # the rendered field that names it
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
 def _ref(kind: str, source: Any, name_field: str, key: Any, who: str, at: str) -> Iterator[Reference]:
     """The reference a selector or volume source makes, unless it is optional or names nothing."""
-    source = _dict(source)
+    source = mapping(source)
     name = source.get(name_field)
     if isinstance(name, str) and name and source.get("optional") is not True:
         yield Reference(kind, name, key if isinstance(key, str) else None, who, f"{at}.{name_field}")
 
 
 def _pod_references(spec: dict[str, Any], where: str, who: str) -> Iterator[Reference]:
-    for i, volume in enumerate(_list(spec.get("volumes"))):
-        volume, at = _dict(volume), f"{where}.volumes[{i}]"
+    for i, volume in enumerate(sequence(spec.get("volumes"))):
+        volume, at = mapping(volume), f"{where}.volumes[{i}]"
         for kind, field, name_field in (
             ("Secret", "secret", "secretName"),
             ("ConfigMap", "configMap", "name"),
         ):
             source = volume.get(field)
-            for key in [_dict(item).get("key") for item in _list(_dict(source).get("items"))] or [None]:
+            keys = [mapping(item).get("key") for item in sequence(mapping(source).get("items"))]
+            for key in keys or [None]:
                 yield from _ref(kind, source, name_field, key, who, f"{at}.{field}")
         claim = volume.get("persistentVolumeClaim")
         yield from _ref("PersistentVolumeClaim", claim, "claimName", None, who, f"{at}.persistentVolumeClaim")
     for path, c in containers(spec, where):
-        for i, var in enumerate(_list(c.get("env"))):
-            source, at = _dict(_dict(var).get("valueFrom")), f"{path}.env[{i}].valueFrom"
+        for i, var in enumerate(sequence(c.get("env"))):
+            source, at = mapping(mapping(var).get("valueFrom")), f"{path}.env[{i}].valueFrom"
             for kind, field in (("Secret", "secretKeyRef"), ("ConfigMap", "configMapKeyRef")):
-                yield from _ref(
-                    kind, source.get(field), "name", _dict(source.get(field)).get("key"), who, f"{at}.{field}"
-                )
-        for i, source in enumerate(_list(c.get("envFrom"))):
+                ref = source.get(field)
+                yield from _ref(kind, ref, "name", mapping(ref).get("key"), who, f"{at}.{field}")
+        for i, source in enumerate(sequence(c.get("envFrom"))):
             for kind, field in (("Secret", "secretRef"), ("ConfigMap", "configMapRef")):
                 yield from _ref(
-                    kind, _dict(source).get(field), "name", None, who, f"{path}.envFrom[{i}].{field}"
+                    kind, mapping(source).get(field), "name", None, who, f"{path}.envFrom[{i}].{field}"
                 )
 
 
@@ -86,14 +79,14 @@ def references(manifests: list[dict[str, Any]]) -> list[Reference]:
         for ref in _pod_references(spec, where, subject(m))
     ]
     rendered = {
-        (m.get("kind"), _dict(m.get("metadata")).get("name")) for m in manifests if isinstance(m, dict)
+        (m.get("kind"), mapping(m.get("metadata")).get("name")) for m in manifests if isinstance(m, dict)
     }
     # A StatefulSet's pods get claims named <template>-<set>-<ordinal>, made by its controller.
     templated = tuple(
-        f"{_dict(t.get('metadata')).get('name')}-{_dict(m.get('metadata')).get('name')}-"
+        f"{mapping(t.get('metadata')).get('name')}-{mapping(m.get('metadata')).get('name')}-"
         for m in manifests
         if isinstance(m, dict) and m.get("kind") == "StatefulSet"
-        for t in _list(_dict(m.get("spec")).get("volumeClaimTemplates"))
+        for t in sequence(mapping(m.get("spec")).get("volumeClaimTemplates"))
         if isinstance(t, dict)
     )
     return [
@@ -131,7 +124,7 @@ def check(
             )
             findings.append(_finding(ref, file, message, "error"))
         elif ref.key is not None:
-            keys = set(_dict(found.get("data"))) | set(_dict(found.get("binaryData")))
+            keys = set(mapping(found.get("data"))) | set(mapping(found.get("binaryData")))
             if ref.key not in keys:
                 message = (
                     f"{ref.kind} {ref.name!r} in namespace {namespace!r} has no key {ref.key!r} "
@@ -141,7 +134,7 @@ def check(
     return findings
 
 
-def _finding(ref: Reference, file: str, message: str, severity: str) -> Finding:
+def _finding(ref: Reference, file: str, message: str, severity: Severity) -> Finding:
     return Finding(
         REFERENCES,
         "cluster.reference",

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvtier import toolchain
+from kvtier.validate.findings import Severity
 from kvtier.validate.policy import containers, subject, workloads
 from kvtier.validate.rules import Hit, ManifestsContext, rule
 
@@ -193,7 +194,7 @@ def router_args_parse(ctx: ManifestsContext) -> Iterator[Hit]:
         who = f"{subject(m)} container {c.get('name')}"
         end = chart_end(argv)
         own = refusal(parse, argv[:end]) if end < len(argv) else wrong
-        severity = "warning" if "$(" in wrong.error else "error"
+        severity: Severity = "warning" if "$(" in wrong.error else "error"
         later = " (a $(VAR) reference, expanded only when the pod starts)" if severity == "warning" else ""
         extra = argv[end:]
         index = next((j for j, item in enumerate(extra) if _mentions(item, wrong.flag)), None)

@@ -14,6 +14,7 @@ from typing import Any
 from kvtier import quantity
 from kvtier.plan.capacity import gpu_for
 from kvtier.plan.facts import GIB
+from kvtier.validate.findings import Severity
 from kvtier.validate.loader import KeyPath
 from kvtier.validate.rules import Hit, ManifestsContext, ValuesContext, rule
 from kvtier.validate.values_rules import keyed, lookup, model_entries
@@ -97,7 +98,8 @@ def memory_fits_instance(ctx: ValuesContext) -> Iterator[Hit]:
         if not facts:
             continue
         host = Fraction(facts[3]) * GIB
-        for kind, severity in (("requests", "error"), ("limits", "warning")):
+        checks: tuple[tuple[str, Severity], ...] = (("requests", "error"), ("limits", "warning"))
+        for kind, severity in checks:
             text = lookup(model, "resources", kind, "memory")
             asked = quantity.try_parse(text)
             if asked is not None and asked > host:
