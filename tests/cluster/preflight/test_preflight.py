@@ -8,6 +8,7 @@ StatefulSet of a pretended earlier install, a service account with a narrow Role
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from preflight_support import RELEASE, STANDALONE, run_rule, variant
 
 from kvtier import exitcodes, preflight
 from kvtier.cli import main
+from kvtier.cluster import nodes as fake_nodes
 from kvtier.cluster.rest import Rest
 from kvtier.preflight import checks
 
@@ -108,6 +110,58 @@ def test_gpu_nodes_fail_for_an_absent_instance_type(
     models = [dict(models[0], instanceType="ml.p5.48xlarge")]
     result = run_rule(variant(tmp_path, env, "p5", models=models), ns, kube_rest, "gpu-nodes")
     assert result.status == "fail" and "ml.p5.48xlarge" in result.detail and "ml.g6e.4xlarge" in result.detail
+
+
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+DEDICATED = {"key": "dedicated", "operator": "Equal", "value": "inference", "effect": "NoSchedule"}
+
+
+@pytest.fixture
+def tainted_pool(kube_rest: Rest) -> Iterator[dict[str, str]]:
+    """Two GPU nodes of this test only (a pool label), tainted for GPUs and for `dedicated=inference`."""
+    run = secrets.token_hex(3)
+    pool = {"kvtier.test/preflight-pool": run}
+    allocatable = {"cpu": "15890m", "memory": "127382Mi", "nvidia.com/gpu": "1", "pods": "110"}
+    labels = {**pool, fake_nodes.FAKE_LABEL: "true", "node.kubernetes.io/instance-type": "ml.g6e.4xlarge"}
+    taints = [
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+        {"key": "dedicated", "value": "inference", "effect": "NoSchedule"},
+    ]
+    names = [f"preflight-{run}-{i}" for i in range(2)]
+    for name in names:
+        kube_rest.post(
+            "/api/v1/nodes",
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": name, "labels": labels},
+                "spec": {"taints": taints},
+                "status": {"capacity": allocatable, "allocatable": allocatable},
+            },
+        )
+    try:
+        yield pool
+    finally:
+        for name in names:
+            if kube_rest.find(f"/api/v1/nodes/{name}") is not None:
+                kube_rest.delete(f"/api/v1/nodes/{name}")
+
+
+def test_gpu_nodes_hold_the_rendered_engines_to_the_taints(
+    env: Path, ns: str, kube_rest: Rest, tmp_path: Path, tainted_pool: dict[str, str]
+) -> None:
+    """A tolerations list in values replaces the chart's: the nodes of the pool are no candidates, as
+    kube-scheduler would filter them, until every taint is tolerated."""
+    models = yaml.safe_load(env.read_text())["models"]
+    models = [dict(models[0], replicas=2, gpusPerReplica=1, nodeSelector=tainted_pool)]
+    one = variant(tmp_path, env, "gpu-only", models=models, **{"engine.tolerations": [GPU_TOLERATION]})
+    result = run_rule(one, ns, kube_rest, "gpu-nodes")
+    assert result.status == "fail", result.detail
+    assert "dedicated=inference:NoSchedule not tolerated" in result.detail, result.detail
+    tolerations = [GPU_TOLERATION, DEDICATED]
+    both = variant(tmp_path, env, "both", models=models, **{"engine.tolerations": tolerations})
+    result = run_rule(both, ns, kube_rest, "gpu-nodes")
+    assert result.status == "pass", result.detail
 
 
 # nvme-nodes ----------------------------------------------------------------------------------------------

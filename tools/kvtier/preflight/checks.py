@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
+from kvtier import scheduling
 from kvtier.cluster import discovery
 from kvtier.cluster.rest import ApiException
 from kvtier.preflight.model import Result, Target
 from kvtier.preflight.rules import SUPPORTED_MINORS
+from kvtier.shapes import mapping
+from kvtier.validate import placement
 
 INSTANCE_LABELS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
 GPU = "nvidia.com/gpu"
+MODEL_LABEL = "kv-tiered-inference/model"  # the chart's label of a model's engine and router
 PSA_ENFORCE = "pod-security.kubernetes.io/enforce"
 Obj = dict[str, Any]
 
@@ -97,15 +102,56 @@ def _matches(node: Obj, selector: dict[str, Any]) -> bool:
     return all(_labels(node).get(key) == str(value) for key, value in (selector or {}).items())
 
 
-def model_nodes(t: Target, model: dict[str, Any]) -> list[Obj]:
-    """Nodes a model's pods may land on: its nodeSelector and instance type."""
+def _rendered(t: Target, wanted: Callable[[Obj], bool]) -> placement.Workload | None:
+    """The rendered workload `wanted` picks, as the pods it makes (None when nothing rendered). Objects
+    that make no pods (the model's NetworkPolicy shares its labels and name) are passed over."""
+    for m in t.manifests or []:
+        workload = next(placement.workloads([m]), None) if wanted(m) else None
+        if workload is not None:
+            return workload
+    return None
+
+
+def _engine_of(name: str) -> Callable[[Obj], bool]:
+    def wanted(m: Obj) -> bool:
+        if m.get("kind") == placement.HYPERPOD_KIND:
+            return mapping(m.get("spec")).get("modelName") == name
+        labels = _labels(m)
+        return labels.get("app.kubernetes.io/component") == "engine" and labels.get(MODEL_LABEL) == name
+
+    return wanted
+
+
+def _curvine_workers(m: Obj) -> bool:
+    labels = _labels(m)
+    return (
+        m.get("kind") == "DaemonSet"
+        and labels.get("app.kubernetes.io/part-of") == "curvine"
+        and (labels.get("app.kubernetes.io/component") == "worker")
+    )
+
+
+def _placeable(t: Target, workload: placement.Workload) -> tuple[list[Obj], str]:
+    """The nodes kube-scheduler could put the workload's pods on (taints, selection, cordons, requests;
+    kvtier.scheduling), and why each other node cannot take them."""
+    refusals = {_name(n): scheduling.refusal(workload.spec, n, workload.daemon) for n in t.nodes}
+    return [n for n in t.nodes if refusals[_name(n)] is None], placement.grouped(refusals)
+
+
+def model_nodes(t: Target, model: dict[str, Any]) -> tuple[list[Obj], str]:
+    """Nodes a model's engine pods may land on, and why the others may not. From the rendered engine
+    when the install renders; else (render failed) by the values' nodeSelector and instance type."""
+    workload = _rendered(t, _engine_of(str(model.get("name"))))
+    if workload is not None:
+        return _placeable(t, workload)
     instance_type = model.get("instanceType") or ""
-    return [
+    labelled = [
         n
         for n in t.nodes
         if _matches(n, model.get("nodeSelector") or {})
         and (not instance_type or _instance_type(n) == instance_type)
     ]
+    return labelled, ""
 
 
 def gpu_nodes(t: Target) -> Result:
@@ -117,12 +163,13 @@ def gpu_nodes(t: Target) -> Result:
     for model in models:
         name, replicas = model.get("name", "?"), int(model.get("replicas", 1))
         per = int(model.get("gpusPerReplica", 1))
-        candidates = model_nodes(t, model)
+        candidates, refused = model_nodes(t, model)
         room = sum(_gpus(n) // per for n in candidates)
         wanted = model.get("instanceType") or "any instance type"
         if not candidates:
             seen = ", ".join(sorted({_instance_type(n) or "(unlabelled)" for n in t.nodes}))
-            problems.append(f"{name}: no node of {wanted} matching its nodeSelector (cluster has: {seen})")
+            why = f": {refused}" if refused else ""
+            problems.append(f"{name}: no node of {wanted} can take its pods (cluster has: {seen}){why}")
         elif room < replicas:
             problems.append(
                 f"{name}: {len(candidates)} node(s) of {wanted} fit {room} replica(s) of {per} GPU(s), "
@@ -149,9 +196,16 @@ def nvme_nodes(t: Target) -> Result:
     if not t.curvine:
         return Result("nvme-nodes", "skip", "curvine.enabled is false")
     selector = t.get("curvine.worker.nodeSelector") or {}
-    workers = {_name(n) for n in t.nodes if _matches(n, selector)}
+    daemon = _rendered(t, _curvine_workers)
+    if daemon is not None:
+        placeable, refused = _placeable(t, daemon)
+    else:
+        placeable, refused = [n for n in t.nodes if _matches(n, selector)], ""
+    workers = {_name(n) for n in placeable}
     if not workers:
-        return Result("nvme-nodes", "fail", f"no node matches curvine.worker.nodeSelector {selector}")
+        why = f": {refused}" if refused else ""
+        detail = f"no node can take the Curvine workers (nodeSelector {selector}){why}"
+        return Result("nvme-nodes", "fail", detail)
     if not selector:
         return Result(
             "nvme-nodes",
@@ -159,7 +213,7 @@ def nvme_nodes(t: Target) -> Result:
             f"curvine.worker.nodeSelector is empty: workers go to all {len(workers)} nodes, "
             "including any without local NVMe",
         )
-    gpu = {_name(n) for model in t.get("models") or [] for n in model_nodes(t, model)}
+    gpu = {_name(n) for model in t.get("models") or [] for n in model_nodes(t, model)[0]}
     uncovered = sorted(gpu - workers)
     if uncovered:
         return Result(

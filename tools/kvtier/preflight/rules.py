@@ -32,16 +32,19 @@ RULES: dict[str, Rule] = {
         ),
         Rule(
             "gpu-nodes",
-            "for each model, nodes of its instance type (and nodeSelector) offer enough allocatable "
-            "nvidia.com/gpu for all replicas",
-            "add GPU nodes of the expected instance type (and the NVIDIA device plugin), or lower "
-            "replicas / gpusPerReplica, or fix models[].instanceType",
+            "for each model, the nodes kube-scheduler could put its rendered engine pods on (instance type "
+            "and nodeSelector, taints against the pods' tolerations, cordons, requests; kvtier.scheduling) "
+            "offer enough allocatable nvidia.com/gpu for all replicas",
+            "add GPU nodes of the expected instance type (and the NVIDIA device plugin), tolerate their "
+            "taints (a tolerations list in values replaces the chart's), or lower replicas / gpusPerReplica, "
+            "or fix models[].instanceType",
         ),
         Rule(
             "nvme-nodes",
-            "nodes matching curvine.worker.nodeSelector exist for the Curvine workers (local NVMe), "
-            "ideally on every GPU node the models use",
-            "label the NVMe nodes to match curvine.worker.nodeSelector, or change the selector",
+            "nodes the rendered Curvine worker DaemonSet can run on exist (its nodeSelector, taints against "
+            "its tolerations, requests), ideally every GPU node the models use",
+            "label the NVMe nodes to match curvine.worker.nodeSelector (or change it), and tolerate their "
+            "taints in curvine.worker.tolerations",
         ),
         Rule(
             "storage-conflicts",

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvtier import scheduling
+from kvtier.shapes import mapping
 from kvtier.validate.findings import Finding
 from kvtier.validate.kubelet_rules import pod_templates, subject
 from kvtier.validate.rules import ManifestsContext
@@ -41,10 +42,6 @@ class Workload:
     daemon: bool
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
 def workloads(manifests: list[dict[str, Any]]) -> Iterator[Workload]:
     """Every rendered object that makes pods, with its pod spec; a HyperPod endpoint as the pods its
     operator creates (its instance type as the node label, its tolerations, the worker's resources)."""
@@ -53,9 +50,9 @@ def workloads(manifests: list[dict[str, Any]]) -> Iterator[Workload]:
             yield Workload(subject(m), where, spec, m.get("kind") == "DaemonSet")
     for m in manifests:
         if isinstance(m, dict) and m.get("kind") == HYPERPOD_KIND:
-            spec = _dict(m.get("spec"))
+            spec = mapping(m.get("spec"))
             pod: dict[str, Any] = {
-                "containers": [{"resources": _dict(_dict(spec.get("worker")).get("resources"))}]
+                "containers": [{"resources": mapping(mapping(spec.get("worker")).get("resources"))}]
             }
             if spec.get("instanceType"):
                 pod["nodeSelector"] = {INSTANCE_TYPE: spec["instanceType"]}
@@ -76,7 +73,7 @@ def _path(workload: Workload, plugin: str) -> str:
     return f"{workload.where}.nodeSelector"
 
 
-def _grouped(refusals: dict[str, scheduling.Refusal | None]) -> str:
+def grouped(refusals: dict[str, scheduling.Refusal | None]) -> str:
     """Each reason once, with how many nodes gave it and the first few names."""
     by_reason: dict[str, list[str]] = {}
     for name, r in sorted(refusals.items()):
@@ -92,14 +89,14 @@ def _grouped(refusals: dict[str, scheduling.Refusal | None]) -> str:
 def judge(workload: Workload, nodes: list[dict[str, Any]], file: str) -> Finding | None:
     """A finding when no node could take the workload's pods, naming each node's reason."""
     refusals = {
-        str(_dict(n.get("metadata")).get("name")): scheduling.refusal(workload.spec, n, workload.daemon)
+        str(mapping(n.get("metadata")).get("name")): scheduling.refusal(workload.spec, n, workload.daemon)
         for n in nodes
     }
     if not refusals or any(r is None for r in refusals.values()):
         return None
     reasons = [r for r in refusals.values() if r is not None]
     matching = [r for r in reasons if r.plugin != "NodeAffinity"]
-    listed = _grouped(refusals)
+    listed = grouped(refusals)
     if not matching:  # no node carries the labels: an autoscaler may add one
         return Finding(
             PLACEMENT,
@@ -135,4 +132,4 @@ def check(
     return findings, len(judged)
 
 
-__all__ = ["PLACEMENT", "Workload", "check", "judge", "workloads"]
+__all__ = ["PLACEMENT", "Workload", "check", "grouped", "judge", "workloads"]
