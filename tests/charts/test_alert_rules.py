@@ -19,8 +19,9 @@ import pytest
 import yaml
 from render import helm_bin, render_docs
 
+from harness import grafana_schema, promtool
 from kvtier import helm, paths, toolchain
-from kvtier.monitoring import grafana_schema, names, promtool
+from kvtier.monitoring import names
 
 CHART = paths.CHARTS / "kv-tiered-inference"
 UNIT_TESTS = Path(__file__).parent / "alerts" / "alerts_test.yaml"

@@ -22,9 +22,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from harness.hyperpod_patch import by_endpoint
 from kvtier import helm, paths
 from kvtier.cluster import hyperpod as hyperpod_crds
-from kvtier.hyperpod_patch import by_endpoint
 from kvtier.upstream import hyperpod_crd, hyperpod_fields, hyperpod_sdk
 
 CHART = paths.CHARTS / "kv-tiered-inference"

@@ -18,8 +18,8 @@ import pytest
 import requests
 import yaml
 
+from harness import registry_server
 from kvtier import paths
-from kvtier.publish import registry_server
 from kvtier.publish.registry import Registry
 
 USER, PASSWORD = "publisher", "s3cret-for-loopback-only"

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
-from kvtier.cluster import binaries, crds, hyperpod, lifecycle, sharing, storage
+from harness import storage
+from kvtier.cluster import binaries, crds, hyperpod, lifecycle, sharing
 from kvtier.cluster.rest import ApiException, Rest
 
 # Each session gets its own cluster (about 10 s to start once the binaries are cached), so sessions that run

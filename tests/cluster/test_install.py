@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from harness import inventory
 from kvtier import paths
-from kvtier.cluster import discovery, inventory
+from kvtier.cluster import discovery
 from kvtier.cluster.rest import Rest
 from kvtier.preflight.inputs import effective_values
 
@@ -176,7 +177,7 @@ def needs_operator_crds(values: dict) -> bool:
 
 def _provide_storage(helm: Helm, chart: Path, release: str, values: Path, rest: Rest, static_pvs) -> None:
     """Static PVs for every claim the release makes (KWOK has no CSI driver to provision them)."""
-    from kvtier.cluster.storage import claim_refs
+    from harness.storage import claim_refs
 
     rendered = _render(helm, chart, release, values, rest)
     for storage_class, claims in claim_refs(rendered, helm.namespace).items():

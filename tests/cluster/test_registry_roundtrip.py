@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from harness import registry_server
 from kvtier import paths
-from kvtier.publish import registry_server
 from kvtier.publish.registry import Registry
 
 USER, PASSWORD = "publisher", "loopback-only-password"

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
+from harness.hyperpod_patch import by_endpoint
 from kvtier import helm, paths
 from kvtier.engine_rig import rig as engine_rig
 from kvtier.engine_rig.errors import RigError
-from kvtier.hyperpod_patch import by_endpoint
 
 CHART = paths.CHARTS / "kv-tiered-inference"
 ENV = paths.VALUES / "hyperpod-g6e-4xlarge.yaml"

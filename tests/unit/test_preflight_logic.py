@@ -9,9 +9,9 @@ import json
 
 import pytest
 
+from harness.storage import claims_needed
 from kvtier import exitcodes
 from kvtier.cluster.kwokconfig import admission_policy_switches
-from kvtier.cluster.storage import claims_needed
 from kvtier.errors import UserError
 from kvtier.preflight import CHECKS, exit_code, inputs
 from kvtier.preflight.hyperpod_checks import unknown_fields

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvtier.cluster.storage import claim_refs, claims_needed
+from harness.storage import claim_refs, claims_needed
 
 MANIFESTS = [
     {

@@ -109,8 +109,8 @@ def test_the_coredns_build_has_every_plugin_the_corefile_names() -> None:
 
 def test_the_registry_build_has_the_storage_and_auth_the_tests_configure() -> None:
     """Our registry main links the filesystem driver and htpasswd auth only: what the loopback
-    registry's configuration (kvtier.publish.registry_server) asks for."""
-    source = (paths.ROOT / "tools/kvtier/publish/registry_server.py").read_text()
+    registry's configuration (tests/harness/registry_server.py) asks for."""
+    source = (paths.ROOT / "tests/harness/registry_server.py").read_text()
     linked = _go_imports((paths.ROOT / "toolchain/registry/main.go").read_text())
     for driver in re.findall(r'"storage":\s*\{"(\w+)"', source):
         assert f"github.com/distribution/distribution/v3/registry/storage/driver/{driver}" in linked, driver

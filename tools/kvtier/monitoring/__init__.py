@@ -1,2 +1,2 @@
-"""The chart's alerts and dashboard checked by the real tools: promtool for the rules and the dashboard's
-queries (promtool.py), and the metric names they read against what the real exporters serve (names.py)."""
+"""The metric names the chart's alerts and dashboard read, checked against what the real exporters serve
+(names.py); promtool's and Grafana's checks of the rules and dashboard are test code (tests/harness)."""
