@@ -62,13 +62,14 @@ lint: tools
 	$(VENV)/bin/mypy
 	$(VENV)/bin/kvtier lint --ct
 
-## every test kind: unit, charts, cluster, node, engine. The three set-ups run side by side (the Go builds
-## keep the cores busy while pip downloads); each phase logs its time (toolchain/phase.sh).
+## every test kind: unit, charts, cluster, node, engine. The set-ups run side by side (the Go builds keep
+## the cores busy while pip downloads), and so do the tests: engine and node in one pytest run, cluster,
+## charts and unit in another (toolchain/tests.sh). Each phase logs its time (toolchain/phase.sh).
 test:
 	@bash toolchain/phase.sh venv $(MAKE) --no-print-directory venv
 	@bash toolchain/phase.sh set-up $(MAKE) --no-print-directory -j3 node-tools engine hyperpod-sdk netpol
 	@bash toolchain/phase.sh lint $(MAKE) --no-print-directory lint
-	@bash toolchain/phase.sh tests $(VENV)/bin/pytest tests --durations=30
+	@VENV=$(VENV) bash toolchain/phase.sh tests bash toolchain/tests.sh
 
 clean:
 	rm -rf $(VENV) .venv-engine .venv-hyperpod .venv-netpol .tools
