@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from render import helm_bin
 
 from kvtier import paths
+from kvtier.helm import clean_error
 from kvtier.validate import loader, merge, pipeline, render, schema_check
 
 EXAMPLES = int(os.environ.get("KVTIER_PARTIAL_EXAMPLES", "40"))
@@ -227,7 +228,7 @@ def test_validate_accepts_a_partial_override_exactly_when_helm_renders_it(
     helm = subprocess.run(
         [*command, *(f"--api-versions={api}" for api in SERVED)], capture_output=True, text=True, timeout=120
     )
-    refusal = render.clean_error(helm.stderr) if helm.returncode else ""
+    refusal = clean_error(helm.stderr) if helm.returncode else ""
     report = pipeline.check_loaded(loader.load(file), pipeline.Options(render=False))
     errors = [
         f"{f.rule} {f.path}: {f.message}"

@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from harness import inventory
+from kvtier import helm as kvtier_helm
 from kvtier import paths
 from kvtier.cluster import discovery
 from kvtier.cluster.rest import Rest
@@ -131,18 +132,16 @@ class Helm:
 
 
 def _render(helm: Helm, chart: Path, release: str, values: Path, rest: Rest) -> list[dict]:
-    args = [
-        "template",
+    """What the release would create, rendered for this cluster's version and APIs."""
+    rendered = kvtier_helm.template(
+        chart,
         release,
-        str(chart),
-        "-f",
-        str(values),
-        "--kube-version",
-        rest.get("/version")["gitVersion"],
-    ]
-    for api_version in discovery.api_versions_for_helm(rest):
-        args += ["--api-versions", api_version]
-    return [d for d in yaml.safe_load_all(helm(*args).stdout) if isinstance(d, dict) and d.get("kind")]
+        [values],
+        namespace=helm.namespace,
+        kube_version=rest.get("/version")["gitVersion"],
+        api_versions=discovery.api_versions_for_helm(rest),
+    )
+    return [d for d in rendered.manifests if d.get("kind")]
 
 
 def _setup(

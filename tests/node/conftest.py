@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
 from kvtier import helm, paths
 from kvtier.cluster import images, nodebins, realnode, umbrella_cpu
@@ -102,12 +101,11 @@ def render_umbrella() -> Callable[..., list[dict]]:
         namespace: str, templates: list[str], images: dict[str, str], values: str = "cpu.yaml"
     ) -> list[dict]:
         helm.build_dependencies(UMBRELLA)
-        args = ["template", "kv", str(UMBRELLA), "-n", namespace, "-f", str(paths.VALUES / values)]
-        for prefix, image in images.items():
-            args += _image_values(prefix, image)
-        for template in templates:
-            args += ["--show-only", f"templates/{template}.yaml"]
-        return [doc for doc in yaml.safe_load_all(helm.run(args, check=True).stdout) if doc]
+        overlay = [arg for prefix, image in images.items() for arg in _image_values(prefix, image)]
+        overlay += [arg for template in templates for arg in ("--show-only", f"templates/{template}.yaml")]
+        return helm.template(
+            UMBRELLA, "kv", [paths.VALUES / values], overlay=overlay, namespace=namespace
+        ).manifests
 
     return render
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from kvtier import helm
 from kvtier.engine_rig import router_flags
 from kvtier.engine_rig.errors import RigError
 
@@ -32,21 +33,22 @@ kind: Deployment
 metadata: {name: rel-engine, labels: {app.kubernetes.io/component: engine}}
 spec: {template: {spec: {containers: [{name: vllm, args: [serve, m]}]}}}
 """
+MANIFESTS = helm.split(RENDERED).manifests
 
 
 def test_flags_from_the_router_deployment_only() -> None:
-    flags = router_flags.flags_from_manifests(RENDERED)
+    flags = router_flags.flags_from_manifests(MANIFESTS)
     assert flags[:2] == ["--host", "0.0.0.0"] and "--policy" in flags
 
 
 def test_strip_discovery_keeps_policy_and_tuning() -> None:
-    kept = router_flags.strip_discovery(router_flags.flags_from_manifests(RENDERED))
+    kept = router_flags.strip_discovery(router_flags.flags_from_manifests(MANIFESTS))
     assert kept == ["--policy", "cache_aware", "--cache-threshold", "0.5"]
 
 
 def test_no_router_deployment_is_an_error() -> None:
     with pytest.raises(RigError, match="found 0"):
-        router_flags.flags_from_manifests("kind: Service\nmetadata: {name: x}\n")
+        router_flags.flags_from_manifests([{"kind": "Service", "metadata": {"name": "x"}}])
 
 
 def test_unknown_strategy_is_an_error() -> None:

@@ -47,13 +47,10 @@ def render_engine(values: list[Path], overlay: dict[str, Any], work_dir: Path) -
     overlay_file = work_dir / "rig-overlay.yaml"
     overlay_file.parent.mkdir(parents=True, exist_ok=True)
     overlay_file.write_text(helmyaml.dump(overlay))  # read by Helm: quote what its YAML would retype
-    args = ["template", "rig", str(CHART), "--namespace", "rig"]
-    for file in [*values, overlay_file]:
-        args += ["--values", str(file)]
-    result = helm.run(args, timeout=120)
-    if result.returncode != 0:
-        raise RigError(f"helm template of the rig's environment failed:\n{result.stderr[-2000:]}")
-    docs = [d for d in yaml.safe_load_all(result.stdout) if d]
+    try:
+        docs = helm.template(CHART, "rig", [*values, overlay_file], namespace="rig").manifests
+    except helm.TemplateError as error:
+        raise RigError(f"helm template of the rig's environment failed: {error}") from None
     engines = [d for d in docs if d["kind"] in ("Deployment", "StatefulSet")
                and d["metadata"]["labels"].get("app.kubernetes.io/component") == "engine"]  # fmt: skip
     if len(engines) != 1:

@@ -7,12 +7,9 @@ worker list instead of Kubernetes discovery, metrics port, ZMQ event endpoints):
 
 from __future__ import annotations
 
-import subprocess
 from typing import Any
 
-import yaml
-
-from kvtier import paths, toolchain
+from kvtier import helm, paths
 from kvtier.engine_rig.errors import RigError
 from kvtier.errors import UserError
 
@@ -48,9 +45,9 @@ def _is_router(doc: dict[str, Any]) -> bool:
     )
 
 
-def flags_from_manifests(text: str) -> list[str]:
+def flags_from_manifests(manifests: list[dict[str, Any]]) -> list[str]:
     """The router container's flags (command + args from the first `--` on) in rendered manifests."""
-    routers = [d for d in yaml.safe_load_all(text) if isinstance(d, dict) and _is_router(d)]
+    routers = [d for d in manifests if _is_router(d)]
     if len(routers) != 1:
         raise RigError(f"expected one router Deployment in the rendered chart, found {len(routers)}")
     containers = routers[0]["spec"]["template"]["spec"]["containers"]
@@ -87,13 +84,12 @@ def chart_flags(strategy: str) -> list[str]:
         raise RigError(f"unknown routing strategy {strategy!r}; expected one of {', '.join(STRATEGY_POLICY)}")
     if not (CHART / "Chart.yaml").exists():
         raise RigError(f"{CHART} has no Chart.yaml yet, so the router flags cannot be rendered")
-    helm = toolchain.helm(3, allow_override=False)
-    argv = [str(helm), "template", "rig", str(CHART), "--set", f"routing.strategy={strategy}"]
-    argv += ["--set", "target=standalone"]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
-    if proc.returncode != 0:
-        raise RigError(f"helm template {CHART.name} failed: {proc.stderr.strip()[:800]}")
-    return strip_discovery(flags_from_manifests(proc.stdout))
+    sets = ["--set", f"routing.strategy={strategy}", "--set", "target=standalone"]
+    try:
+        rendered = helm.template(CHART, "rig", overlay=sets)
+    except helm.TemplateError as error:
+        raise RigError(f"helm template {CHART.name} failed: {error}") from None
+    return strip_discovery(flags_from_manifests(rendered.manifests))
 
 
 def router_flags(strategy: str) -> tuple[list[str], str]:

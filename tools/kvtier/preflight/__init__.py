@@ -7,6 +7,7 @@ and APIs, so the RBAC and CRD-field checks ask about exactly what would be creat
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -61,7 +62,7 @@ def run(file: Path, release: str, namespace: str, rest: Rest) -> list[Result]:
         target.manifests = inputs.render(
             file, release, namespace, version, discovery.api_versions_for_helm(rest)
         )
-    except (RuntimeError, UserError, OSError) as error:
+    except (RuntimeError, UserError, OSError, subprocess.SubprocessError) as error:  # a refusal, no chart
         target.render_error = str(error).splitlines()[0] if str(error) else type(error).__name__
     results = []
     for rule_id, check in CHECKS.items():

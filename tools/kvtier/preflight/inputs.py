@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from kvtier import helm, paths
+from kvtier.errors import UserError
 from kvtier.validate import loader, merge
 
 UMBRELLA = paths.CHARTS / "kv-tiered-inference"
@@ -18,8 +17,6 @@ def effective_values(file: Path) -> dict[str, Any]:
     file over the umbrella's defaults, each enabled subchart's defaults under the umbrella's block."""
     data = loader.load(file).data or {}
     if not isinstance(data, dict):
-        from kvtier.errors import UserError
-
         raise UserError(f"{file}:1:1: a values file must be a mapping of keys, got {type(data).__name__}")
     return merge.effective(data)
 
@@ -27,24 +24,18 @@ def effective_values(file: Path) -> dict[str, Any]:
 def render(
     file: Path, release: str, namespace: str, kube_version: str, api_versions: list[str]
 ) -> list[dict]:
-    """`helm template` of the umbrella with the cluster's version and APIs; raises RuntimeError on failure."""
+    """`helm template` of the umbrella with the cluster's version and APIs; raises UserError (Helm's
+    refusal is a helm.TemplateError) on failure."""
     if not (UMBRELLA / "Chart.yaml").is_file():
-        raise RuntimeError(f"chart {UMBRELLA} not found")
+        raise UserError(f"chart {UMBRELLA} not found")
     helm.build_dependencies(UMBRELLA)
-    args = [
-        "template",
+    rendered = helm.template(
+        UMBRELLA,
         release,
-        str(UMBRELLA),
-        "-n",
-        namespace,
-        "-f",
-        str(file),
-        "--kube-version",
-        kube_version,
-    ]
-    for api_version in api_versions:
-        args += ["--api-versions", api_version]
-    result = helm.run(args)
-    if result.returncode != 0:
-        raise RuntimeError(result.stderr.strip() or result.stdout.strip())
-    return [doc for doc in yaml.safe_load_all(result.stdout) if isinstance(doc, dict) and doc.get("kind")]
+        [file],
+        namespace=namespace,
+        kube_version=kube_version,
+        api_versions=api_versions,
+        timeout=300,
+    )
+    return [doc for doc in rendered.manifests if doc.get("kind")]

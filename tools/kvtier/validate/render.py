@@ -12,12 +12,11 @@ from typing import Any
 
 import yaml
 
-from kvtier import helm, helmyaml, paths, toolchain
+from kvtier import helm, paths
 from kvtier.validate import catalogue, chart_rules
 from kvtier.validate.findings import Finding
 from kvtier.validate.merge import UMBRELLA
 
-_Loader = helmyaml.Loader  # the API server and Helm read YAML alike (sigs.k8s.io/yaml)
 TIMEOUT_S = 120
 
 
@@ -34,47 +33,10 @@ def ensure_dependencies(chart: Path | None = None) -> str:
     try:
         helm.build_dependencies(chart or paths.CHARTS / UMBRELLA)
     except subprocess.CalledProcessError as error:
-        return f"helm dependency build failed: {clean_error(error.stderr or '')}"
+        return f"helm dependency build failed: {helm.clean_error(error.stderr or '')}"
     except (OSError, yaml.YAMLError) as error:
         return f"cannot prepare the chart's dependencies: {error}"
     return ""
-
-
-# Document text -> parsed document. Helm 3 and 4, and environments, render many identical documents
-# (less than half of them are unique over values/): each is parsed once. Shared, so never mutated.
-_parsed: dict[str, Any] = {}
-_PARSED_MAX = 4096
-
-
-def _document(chunk: str) -> Any:
-    doc = _parsed.get(chunk)
-    if doc is None:
-        if len(_parsed) >= _PARSED_MAX:  # a long-lived process (the test suite) renders without end
-            _parsed.clear()
-        doc = _parsed[chunk] = yaml.load(chunk, Loader=_Loader)
-    return doc
-
-
-def split(text: str) -> tuple[list[dict[str, Any]], list[str]]:
-    """Documents of `helm template` output, with the template each came from. The documents are
-    shared between renders: read them, never change them."""
-    manifests, sources = [], []
-    for chunk in re.split(r"^---\s*$", text, flags=re.M):
-        source = re.search(r"^# Source: (.+)$", chunk, flags=re.M)
-        doc = _document(chunk)
-        if isinstance(doc, dict) and doc:
-            manifests.append(doc)
-            sources.append(source.group(1) if source else "")
-    return manifests, sources
-
-
-def clean_error(stderr: str) -> str:
-    """Helm's error without the noise: the `fail` message and the template it came from."""
-    lines = [line for line in stderr.strip().splitlines() if line.strip() and not line.startswith("WARNING")]
-    text = " ".join(lines) or "helm failed without a message"
-    text = re.sub(r"^Error: ", "", text)
-    text = re.sub(r"\s*Use --debug flag to render out invalid YAML\s*$", "", text)
-    return text[:800]
 
 
 def command(
@@ -88,20 +50,16 @@ def command(
 ) -> list[str]:
     """The `helm template` command line of one render (also what benchmarks/validate_bench.py times);
     `overlay`: more -f and --set arguments after the environment's file (Options.overlay)."""
-    chart = chart or paths.CHARTS / UMBRELLA
-    return [
-        str(toolchain.helm(major)),
-        "template",
+    return helm.template_command(
+        chart or paths.CHARTS / UMBRELLA,
         release,
-        str(chart),
-        "-f",
-        str(values_file),
-        *overlay,
-        "--namespace",
-        namespace,
-        "--kube-version",
-        kube_version,
-    ]
+        [values_file],
+        overlay=overlay,
+        namespace=namespace,
+        kube_version=kube_version,
+        major=major,
+        allow_override=True,
+    )
 
 
 def render(
@@ -113,22 +71,24 @@ def render(
     chart: Path | None = None,
     overlay: Sequence[str] = (),
 ) -> Render:
+    """One render; Helm's refusal is the Render's error. Its documents are shared between renders: read
+    them, never change them."""
     try:
-        run = subprocess.run(
-            command(values_file, major, release, namespace, kube_version, chart, overlay),
-            capture_output=True,
-            text=True,
+        rendered = helm.template(
+            chart or paths.CHARTS / UMBRELLA,
+            release,
+            [values_file],
+            overlay=overlay,
+            namespace=namespace,
+            kube_version=kube_version,
+            major=major,
+            allow_override=True,
+            shared=True,
             timeout=TIMEOUT_S,
         )
-    except subprocess.TimeoutExpired:
-        return Render(major, error=f"helm template took more than {TIMEOUT_S} s")
-    if run.returncode != 0:
-        return Render(major, error=clean_error(run.stderr))
-    try:
-        manifests, sources = split(run.stdout)
-    except yaml.YAMLError as error:
-        return Render(major, error=f"Helm rendered invalid YAML: {error}")
-    return Render(major, manifests, sources)
+    except helm.TemplateError as error:
+        return Render(major, error=str(error))
+    return Render(major, rendered.manifests, rendered.sources)
 
 
 @dataclass
