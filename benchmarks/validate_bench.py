@@ -45,7 +45,7 @@ TARGET = 1.3
 def helm_commands(files: list[Path], options: pipeline.Options) -> list[list[str]]:
     """The exact `helm template` commands `kvtier validate` runs for these files."""
     return [
-        render.command(f, major, options.release, options.namespace, options.kube_version)
+        render.template(f, major, options.release, options.namespace, options.kube_version).command()
         for f in files
         for major in options.helm_majors
     ]

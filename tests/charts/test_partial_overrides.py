@@ -224,7 +224,7 @@ def test_validate_accepts_a_partial_override_exactly_when_helm_renders_it(
 ) -> None:
     file = tmp_path_factory.mktemp("partial") / "override.yaml"
     file.write_text(yaml.safe_dump(override, sort_keys=False))
-    command = render.command(file, 3, "kvtier", "kvtier", "1.30.0")
+    command = render.template(file, 3, "kvtier", "kvtier", "1.30.0").command()
     helm = subprocess.run(
         [*command, *(f"--api-versions={api}" for api in SERVED)], capture_output=True, text=True, timeout=120
     )

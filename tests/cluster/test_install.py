@@ -133,14 +133,14 @@ class Helm:
 
 def _render(helm: Helm, chart: Path, release: str, values: Path, rest: Rest) -> list[dict]:
     """What the release would create, rendered for this cluster's version and APIs."""
-    rendered = kvtier_helm.template(
+    rendered = kvtier_helm.Template(
         chart,
         release,
         [values],
         namespace=helm.namespace,
         kube_version=rest.get("/version")["gitVersion"],
         api_versions=discovery.api_versions_for_helm(rest),
-    )
+    ).render()
     return [d for d in rendered.manifests if d.get("kind")]
 
 

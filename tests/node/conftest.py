@@ -103,9 +103,11 @@ def render_umbrella() -> Callable[..., list[dict]]:
         helm.build_dependencies(UMBRELLA)
         overlay = [arg for prefix, image in images.items() for arg in _image_values(prefix, image)]
         overlay += [arg for template in templates for arg in ("--show-only", f"templates/{template}.yaml")]
-        return helm.template(
-            UMBRELLA, "kv", [paths.VALUES / values], overlay=overlay, namespace=namespace
-        ).manifests
+        return (
+            helm.Template(UMBRELLA, "kv", [paths.VALUES / values], overlay=overlay, namespace=namespace)
+            .render()
+            .manifests
+        )
 
     return render
 

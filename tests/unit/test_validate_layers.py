@@ -108,7 +108,7 @@ def test_a_missing_values_file_is_named(capsys: pytest.CaptureFixture[str]) -> N
 
 def test_the_render_gets_the_same_layers(tmp_path: Path) -> None:
     options = Options(values=(Path("b.yaml"),), sets=("a=1",), set_strings=("s=2",))
-    command = render.command(Path("env.yaml"), 3, "r", "ns", "1.30.0", overlay=options.overlay())
+    command = render.template(Path("env.yaml"), 3, "r", "ns", "1.30.0", overlay=options.overlay()).command()
     start = command.index("env.yaml")
     assert command[start - 1 : start + 7] == [
         "-f",

@@ -1,5 +1,5 @@
 """Running the pinned Helm: one place that knows how to call it, how to prepare a chart and how to
-render one (`template`: validate, preflight and the engine rig all render through it)."""
+render one (`Template`: validate, preflight and the engine rig all render through it)."""
 
 from __future__ import annotations
 
@@ -75,74 +75,52 @@ class Rendered:
     sources: list[str]  # the template each manifest came from (Helm's "# Source:" line), "" if none
 
 
-def template_command(
-    chart: Path,
-    release: str,
-    values: Sequence[Path] = (),
-    *,
-    overlay: Sequence[str] = (),
-    namespace: str | None = None,
-    kube_version: str | None = None,
-    api_versions: Sequence[str] = (),
-    major: int = 3,
-    allow_override: bool = False,
-) -> list[str]:
-    """The `helm template` command line: the values files in order, then `overlay` (more -f and --set
-    arguments). `allow_override`: KVTIER_HELM may replace the pinned Helm (the user's commands; never
-    the tests' own renders)."""
-    argv = [str(toolchain.helm(major, allow_override=allow_override)), "template", release, str(chart)]
-    for file in values:
-        argv += ["-f", str(file)]
-    argv += list(overlay)
-    if namespace is not None:
-        argv += ["--namespace", namespace]
-    if kube_version is not None:
-        argv += ["--kube-version", kube_version]
-    for api_version in api_versions:
-        argv += ["--api-versions", api_version]
-    return argv
+@dataclass(frozen=True)
+class Template:
+    """One `helm template`: the values files in order, then `overlay` (more -f and --set arguments).
+    `allow_override`: KVTIER_HELM may replace the pinned Helm (the user's commands; never the tests' own
+    renders)."""
 
+    chart: Path
+    release: str
+    values: Sequence[Path] = ()
+    overlay: Sequence[str] = ()
+    namespace: str | None = None
+    kube_version: str | None = None
+    api_versions: Sequence[str] = ()
+    major: int = 3
+    allow_override: bool = False
 
-def template(
-    chart: Path,
-    release: str,
-    values: Sequence[Path] = (),
-    *,
-    overlay: Sequence[str] = (),
-    namespace: str | None = None,
-    kube_version: str | None = None,
-    api_versions: Sequence[str] = (),
-    major: int = 3,
-    allow_override: bool = False,
-    shared: bool = False,
-    timeout: int = TEMPLATE_TIMEOUT_S,
-) -> Rendered:
-    """Render a chart (template_command's arguments) and parse what Helm printed as the API server reads
-    YAML. `shared`: documents may come from a cache shared with other renders (validate renders the same
-    documents many times); such documents must never be changed. Raises TemplateError."""
-    argv = template_command(
-        chart,
-        release,
-        values,
-        overlay=overlay,
-        namespace=namespace,
-        kube_version=kube_version,
-        api_versions=api_versions,
-        major=major,
-        allow_override=allow_override,
-    )
-    try:
-        result = subprocess.run(
-            argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
-        )
-    except subprocess.TimeoutExpired:
-        raise TemplateError(f"helm template took more than {timeout} s") from None
-    if result.returncode != 0:
-        raise TemplateError(clean_error(result.stderr))
-    try:
-        return split(result.stdout, shared=shared)
-    except yaml.YAMLError as error:
-        raise TemplateError(f"Helm rendered invalid YAML: {error}") from None
+    def command(self) -> list[str]:
+        argv = [str(toolchain.helm(self.major, allow_override=self.allow_override)), "template", self.release]
+        argv.append(str(self.chart))
+        for file in self.values:
+            argv += ["-f", str(file)]
+        argv += list(self.overlay)
+        if self.namespace is not None:
+            argv += ["--namespace", self.namespace]
+        if self.kube_version is not None:
+            argv += ["--kube-version", self.kube_version]
+        for api_version in self.api_versions:
+            argv += ["--api-versions", api_version]
+        return argv
+
+    def render(self, *, shared: bool = False, timeout: int = TEMPLATE_TIMEOUT_S) -> Rendered:
+        """Run it and parse what Helm printed as the API server reads YAML. `shared`: documents may come
+        from a cache shared with other renders (validate renders the same documents many times); such
+        documents must never be changed. Raises TemplateError."""
+        try:
+            result = subprocess.run(
+                self.command(), capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+            )
+        except subprocess.TimeoutExpired:
+            raise TemplateError(f"helm template took more than {timeout} s") from None
+        if result.returncode != 0:
+            raise TemplateError(clean_error(result.stderr))
+        try:
+            return split(result.stdout, shared=shared)
+        except yaml.YAMLError as error:
+            raise TemplateError(f"Helm rendered invalid YAML: {error}") from None
 
 
 def clean_error(stderr: str) -> str:
@@ -172,7 +150,7 @@ def _document(chunk: str, shared: bool) -> Any:
 
 
 def split(text: str, *, shared: bool = False) -> Rendered:
-    """The documents of `helm template` output, with the template each came from (see template)."""
+    """The documents of `helm template` output, with the template each came from (see Template.render)."""
     manifests, sources = [], []
     for chunk in re.split(r"^---\s*$", text, flags=re.M):
         source = re.search(r"^# Source: (.+)$", chunk, flags=re.M)

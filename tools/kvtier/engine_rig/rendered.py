@@ -48,7 +48,7 @@ def render_engine(values: list[Path], overlay: dict[str, Any], work_dir: Path) -
     overlay_file.parent.mkdir(parents=True, exist_ok=True)
     overlay_file.write_text(helmyaml.dump(overlay))  # read by Helm: quote what its YAML would retype
     try:
-        docs = helm.template(CHART, "rig", [*values, overlay_file], namespace="rig").manifests
+        docs = helm.Template(CHART, "rig", [*values, overlay_file], namespace="rig").render().manifests
     except helm.TemplateError as error:
         raise RigError(f"helm template of the rig's environment failed: {error}") from None
     engines = [d for d in docs if d["kind"] in ("Deployment", "StatefulSet")

@@ -86,7 +86,7 @@ def chart_flags(strategy: str) -> list[str]:
         raise RigError(f"{CHART} has no Chart.yaml yet, so the router flags cannot be rendered")
     sets = ["--set", f"routing.strategy={strategy}", "--set", "target=standalone"]
     try:
-        rendered = helm.template(CHART, "rig", overlay=sets)
+        rendered = helm.Template(CHART, "rig", overlay=sets).render()
     except helm.TemplateError as error:
         raise RigError(f"helm template {CHART.name} failed: {error}") from None
     return strip_discovery(flags_from_manifests(rendered.manifests))

@@ -29,13 +29,12 @@ def render(
     if not (UMBRELLA / "Chart.yaml").is_file():
         raise UserError(f"chart {UMBRELLA} not found")
     helm.build_dependencies(UMBRELLA)
-    rendered = helm.template(
+    rendered = helm.Template(
         UMBRELLA,
         release,
         [file],
         namespace=namespace,
         kube_version=kube_version,
         api_versions=api_versions,
-        timeout=300,
-    )
+    ).render(timeout=300)
     return [doc for doc in rendered.manifests if doc.get("kind")]

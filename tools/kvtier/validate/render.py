@@ -39,7 +39,7 @@ def ensure_dependencies(chart: Path | None = None) -> str:
     return ""
 
 
-def command(
+def template(
     values_file: Path,
     major: int,
     release: str,
@@ -47,10 +47,10 @@ def command(
     kube_version: str,
     chart: Path | None = None,
     overlay: Sequence[str] = (),
-) -> list[str]:
-    """The `helm template` command line of one render (also what benchmarks/validate_bench.py times);
+) -> helm.Template:
+    """The `helm template` of one render (its command() is what benchmarks/validate_bench.py times);
     `overlay`: more -f and --set arguments after the environment's file (Options.overlay)."""
-    return helm.template_command(
+    return helm.Template(
         chart or paths.CHARTS / UMBRELLA,
         release,
         [values_file],
@@ -74,17 +74,8 @@ def render(
     """One render; Helm's refusal is the Render's error. Its documents are shared between renders: read
     them, never change them."""
     try:
-        rendered = helm.template(
-            chart or paths.CHARTS / UMBRELLA,
-            release,
-            [values_file],
-            overlay=overlay,
-            namespace=namespace,
-            kube_version=kube_version,
-            major=major,
-            allow_override=True,
-            shared=True,
-            timeout=TIMEOUT_S,
+        rendered = template(values_file, major, release, namespace, kube_version, chart, overlay).render(
+            shared=True, timeout=TIMEOUT_S
         )
     except helm.TemplateError as error:
         return Render(major, error=str(error))
