@@ -6,7 +6,6 @@ test_cpu_copy_adapter.py). Timings are printed, never asserted (benchmarks/ comp
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,6 @@ from rich.console import Console
 from kvtier.bench import report
 from kvtier.engine_rig import processes, router_flags, tiers
 from kvtier.engine_rig import rig as engine_rig
-from kvtier.engine_rig.errors import RigError
 from kvtier.monitoring import names
 from kvtier.plan import capacity
 from kvtier.podscripts import kvcheck
@@ -24,14 +22,12 @@ from kvtier.podscripts import kvcheck
 HEADER_BYTES = 28  # LMCache's chunk-file header (length, format, dtype, shape), ../shared/DESIGN.md section 4
 
 
+pytestmark = pytest.mark.tiered_rig("lmcache")
+
+
 @pytest.fixture(scope="module")
-def tiered(tmp_path_factory: pytest.TempPathFactory, need) -> Iterator[tiers.TieredRig]:
-    try:
-        engine_rig.engine_python()
-    except RigError as error:
-        need(False, f"engine rig unavailable: {error}")
-    with tiers.TieredRig(tmp_path_factory.mktemp("tiers")) as running:
-        yield running
+def tiered(tiered_rig) -> tiers.TieredRig:
+    return tiered_rig("lmcache")
 
 
 @pytest.fixture(scope="module")

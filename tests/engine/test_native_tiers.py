@@ -8,7 +8,6 @@ test_native_invariants.py varies setting by setting. Timings are printed, never 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,19 +15,15 @@ import pytest
 
 from kvtier.engine_rig import native_keys, tiers
 from kvtier.engine_rig import rig as engine_rig
-from kvtier.engine_rig.errors import RigError
 from kvtier.plan import capacity
 from kvtier.podscripts import kvcheck
 
+pytestmark = pytest.mark.tiered_rig(tiers.NATIVE)
+
 
 @pytest.fixture(scope="module")
-def native(tmp_path_factory: pytest.TempPathFactory, need) -> Iterator[tiers.TieredRig]:
-    try:
-        engine_rig.engine_python()
-    except RigError as error:
-        need(False, f"engine rig unavailable: {error}")
-    with tiers.TieredRig(tmp_path_factory.mktemp("native"), backend=tiers.NATIVE) as running:
-        yield running
+def native(tiered_rig) -> tiers.TieredRig:
+    return tiered_rig(tiers.NATIVE)
 
 
 @pytest.fixture(scope="module")

@@ -89,51 +89,49 @@ def settle(rig: tiers.TieredRig, count: int) -> None:
         print(f"note: {error}")
 
 
-@pytest.fixture(scope="module", params=["lmcache", tiers.NATIVE])
-def measured(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, need
-) -> Iterator[dict]:
-    try:
-        engine_rig.engine_python()
-    except RigError as error:
-        need(False, f"engine rig unavailable: {error}")
+@pytest.fixture(
+    scope="module",
+    params=[pytest.param(b, marks=pytest.mark.tiered_rig(b), id=b) for b in ("lmcache", tiers.NATIVE)],
+)
+def measured(request: pytest.FixtureRequest, tiered_rig) -> dict:
+    """The steps on the backend's shared rig (other modules' KV is on it too, under other nonces)."""
     backend: str = request.param
-    with tiers.TieredRig(tmp_path_factory.mktemp(f"tenants-{backend}"), backend=backend) as rig:
-        warm = kvcheck.long_prompt(600)  # each engine's first request and L2 load pay one-off set-up
-        before = len(rig.chunk_files())
-        ask_salted(rig, 0, warm, None, "warm-up")
-        settle(rig, before + tiers.prompt_tokens(rig.started[0].url, warm) // rig.chunk_size)
-        ask_salted(rig, 1, warm, None, "warm-up")
-        prompt = kvcheck.long_prompt(1500)
-        tokens = tiers.prompt_tokens(rig.started[0].url, prompt)
-        per_salt = tokens // rig.chunk_size
-        a, b, c = (secrets.token_urlsafe(32) for _ in range(3))
-        steps: list[Hits] = []
-        present = len(rig.chunk_files())
-        steps.append(ask_salted(rig, 0, prompt, a, "A cold (replica 0)"))
-        settle(rig, present + per_salt)
-        steps.append(ask_salted(rig, 0, prompt, b, "B after A (same replica)"))
-        settle(rig, present + 2 * per_salt)  # B's own chunks, for the within-B step below
-        steps.append(ask_salted(rig, 1, prompt, c, "C after A, B (other replica)"))
-        steps.append(ask_salted(rig, 1, prompt, None, "unsalted after A, B, C (other replica)"))
-        steps.append(ask_salted(rig, 1, prompt, a, "A again (other replica)"))
-        steps.append(ask_salted(rig, 1, prompt, b, "B again (other replica)"))
-        steps.append(ask_salted(rig, 0, prompt, a, "A again (same replica)"))
-        settle(rig, present + 4 * per_salt)  # A, B, C and unsalted: one copy each
-        files = [path.name for path in rig.chunk_files()]
-        print(f"\n{backend}: {tokens} prompt tokens, chunk {rig.chunk_size}")
-        for s in steps:
-            print(f"  {s.step:<40} replica {s.replica}: L0 {s.l0:>5}  connector {s.connector:>5}")
-        yield {
-            "backend": backend,
-            "tokens": tokens,
-            "chunk": rig.chunk_size,
-            "steps": {s.step: s for s in steps},
-            "salts": {"A": a, "B": b, "C": c},
-            "stored": len(files) - present,
-            "per_salt": per_salt,
-            "files": files,
-        }
+    rig = tiered_rig(backend)
+    warm = kvcheck.long_prompt(600)  # each engine's first request and L2 load pay one-off set-up
+    before = len(rig.chunk_files())
+    ask_salted(rig, 0, warm, None, "warm-up")
+    settle(rig, before + tiers.prompt_tokens(rig.started[0].url, warm) // rig.chunk_size)
+    ask_salted(rig, 1, warm, None, "warm-up")
+    prompt = kvcheck.long_prompt(1500)
+    tokens = tiers.prompt_tokens(rig.started[0].url, prompt)
+    per_salt = tokens // rig.chunk_size
+    a, b, c = (secrets.token_urlsafe(32) for _ in range(3))
+    steps: list[Hits] = []
+    present = len(rig.chunk_files())
+    steps.append(ask_salted(rig, 0, prompt, a, "A cold (replica 0)"))
+    settle(rig, present + per_salt)
+    steps.append(ask_salted(rig, 0, prompt, b, "B after A (same replica)"))
+    settle(rig, present + 2 * per_salt)  # B's own chunks, for the within-B step below
+    steps.append(ask_salted(rig, 1, prompt, c, "C after A, B (other replica)"))
+    steps.append(ask_salted(rig, 1, prompt, None, "unsalted after A, B, C (other replica)"))
+    steps.append(ask_salted(rig, 1, prompt, a, "A again (other replica)"))
+    steps.append(ask_salted(rig, 1, prompt, b, "B again (other replica)"))
+    steps.append(ask_salted(rig, 0, prompt, a, "A again (same replica)"))
+    settle(rig, present + 4 * per_salt)  # A, B, C and unsalted: one copy each
+    files = [path.name for path in rig.chunk_files()]
+    print(f"\n{backend}: {tokens} prompt tokens, chunk {rig.chunk_size}")
+    for s in steps:
+        print(f"  {s.step:<40} replica {s.replica}: L0 {s.l0:>5}  connector {s.connector:>5}")
+    return {
+        "backend": backend,
+        "tokens": tokens,
+        "chunk": rig.chunk_size,
+        "steps": {s.step: s for s in steps},
+        "salts": {"A": a, "B": b, "C": c},
+        "stored": len(files) - present,
+        "per_salt": per_salt,
+        "files": files,
+    }
 
 
 def test_another_salt_gets_no_hit_on_the_same_replica(measured: dict) -> None:
