@@ -37,7 +37,8 @@ from rich.table import Table
 
 from kvtier import paths
 from kvtier.errors import UserError
-from kvtier.validate import pipeline, render
+from kvtier.validate import pipeline
+from kvtier.validate.layers import render
 
 TARGET = 1.3
 

@@ -28,8 +28,9 @@ from render import helm_bin, render, render_docs
 
 from kvtier import helm, paths
 from kvtier.upstream import vllm_args
-from kvtier.validate import catalogue, loader
-from kvtier.validate.engine_args_rules import NATIVE_RESERVED, RESERVED, option_strings
+from kvtier.validate import catalogue
+from kvtier.validate.checks.engine_args_rules import NATIVE_RESERVED, RESERVED, option_strings
+from kvtier.validate.inputs import loader
 from kvtier.validate.rules import ValuesContext
 
 CHART = paths.CHARTS / "kv-tiered-inference"

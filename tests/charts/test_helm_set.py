@@ -1,4 +1,4 @@
-"""kvtier.validate.setvalues against the real Helm 3 and Helm 4: each case's --set/--set-string flags
+"""kvtier.validate.inputs.setvalues against the real Helm 3 and Helm 4: each case's --set/--set-string flags
 (over an -f file) rendered by a throwaway chart as `toJson .Values`, and Helm's refusals refused."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import yaml
 from render import helm_bin, render
 
 from kvtier.errors import UserError
-from kvtier.validate import merge, setvalues
+from kvtier.validate.inputs import merge, setvalues
 
 TEMPLATE = """apiVersion: v1
 kind: ConfigMap

@@ -1,4 +1,4 @@
-"""kvtier.validate.merge against the real Helm 3 and Helm 4: a throwaway parent chart with a subchart
+"""kvtier.validate.inputs.merge against the real Helm 3 and Helm 4: a throwaway parent chart with a subchart
 prints `toJson .Values` of both, and every scenario's effective values, subchart values and schema verdict
 must be Helm's own. Covers partial overrides, lists, type clashes, nulls (on chart defaults, on keys
 without one, under the subchart), globals, several -f files, a disabled subchart and Helm's refusals."""
@@ -13,8 +13,9 @@ import pytest
 import yaml
 from render import helm_bin, render
 
-from kvtier.validate import loader, merge, schema_check
-from kvtier.validate.origins import Origins
+from kvtier.validate.inputs import loader, merge
+from kvtier.validate.inputs.origins import Origins
+from kvtier.validate.layers import schema_check
 
 TEMPLATE = """apiVersion: v1
 kind: ConfigMap

@@ -18,7 +18,7 @@ from render import helm_bin
 
 from kvtier import helm, helmyaml
 from kvtier.errors import UserError
-from kvtier.validate import loader
+from kvtier.validate.inputs import loader
 
 SEED = 20261203
 GENERATED = 400

@@ -14,7 +14,7 @@ import yaml
 from render import helm_bin, render
 
 from kvtier import paths
-from kvtier.validate import merge
+from kvtier.validate.inputs import merge
 
 BASE = paths.VALUES / "prod-g6e-4xlarge.yaml"
 ENGINE = {"runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000}

@@ -30,7 +30,9 @@ from render import helm_bin
 
 from kvtier import paths
 from kvtier.helm import clean_error
-from kvtier.validate import loader, merge, pipeline, render, schema_check
+from kvtier.validate import pipeline
+from kvtier.validate.inputs import loader, merge
+from kvtier.validate.layers import render, schema_check
 
 EXAMPLES = int(os.environ.get("KVTIER_PARTIAL_EXAMPLES", "40"))
 # Every `.Capabilities.APIVersions.Has` of the charts' templates.

@@ -10,7 +10,7 @@ import yaml
 from render import helm_bin, render_docs
 
 from kvtier import helm, paths
-from kvtier.validate import kube
+from kvtier.validate.layers import kube
 
 CHART = paths.CHARTS / "kv-tiered-inference"
 MINORS = ("1.30", "1.31", "1.32", "1.33", "1.34", "1.35")

@@ -10,7 +10,7 @@ import yaml
 
 from kvtier import paths
 from kvtier.cli import main
-from kvtier.validate import kube
+from kvtier.validate.layers import kube
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "values"
 CHECKS = [

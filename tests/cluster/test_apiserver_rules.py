@@ -1,6 +1,6 @@
-"""The API server's cross-field validation, as kvtier.validate.apiserver_rules writes it offline, against the
-real API server: seeded objects drawn across each rule's fields (security contexts, volumes and mounts,
-host-network ports, claims, NetworkPolicy peers and ports), every other field valid, go to the test
+"""The API server's cross-field validation, as kvtier.validate.checks.apiserver_rules writes it offline,
+against the real API server: seeded objects drawn across each rule's fields (security contexts, volumes and
+mounts, host-network ports, claims, NetworkPolicy peers and ports), every other field valid, go to the test
 cluster's server-side dry run and to the offline layers (the Kubernetes schema check plus the rules). The
 verdicts must agree object for object: a refusal the rules miss, or one they invent, fails the test.
 
@@ -15,7 +15,8 @@ import time
 from typing import Any
 
 from kvtier.cluster.rest import Rest
-from kvtier.validate import catalogue, kube, server
+from kvtier.validate import catalogue
+from kvtier.validate.layers import kube, server
 from kvtier.validate.rules import ManifestsContext
 
 CASES = int(os.environ.get("KVTIER_APIRULES_CASES", "400"))

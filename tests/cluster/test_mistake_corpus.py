@@ -21,8 +21,9 @@ import pytest
 
 from kvtier import helmyaml, paths
 from kvtier.cluster.rest import Rest
-from kvtier.validate import pipeline, server
+from kvtier.validate import pipeline
 from kvtier.validate.findings import SERVER, Finding
+from kvtier.validate.layers import server
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "mistakes"
 ENTRIES = sorted(CORPUS.glob("*.yaml"))

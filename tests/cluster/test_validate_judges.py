@@ -29,8 +29,9 @@ from kvtier import paths
 from kvtier.cluster.rest import Rest
 from kvtier.engine_rig import rig
 from kvtier.engine_rig.errors import RigError
-from kvtier.validate import pipeline, server
+from kvtier.validate import pipeline
 from kvtier.validate.findings import SERVER, VLLM
+from kvtier.validate.layers import server
 
 FILES = int(os.environ.get("KVTIER_JUDGE_FILES", "520"))
 SEED = int(os.environ.get("KVTIER_JUDGE_SEED", "20261201"))

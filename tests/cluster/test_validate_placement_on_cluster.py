@@ -15,7 +15,7 @@ from kvtier import paths
 from kvtier.cluster import nodes as fake_nodes
 from kvtier.cluster.rest import Rest
 from kvtier.validate import pipeline
-from kvtier.validate.placement import PLACEMENT
+from kvtier.validate.checks.placement import PLACEMENT
 
 STAGING = paths.VALUES / "staging.yaml"
 POOL = "kvtier.test/placement"

@@ -12,7 +12,7 @@ import yaml
 from kvtier import paths
 from kvtier.cluster.rest import Rest
 from kvtier.validate import pipeline
-from kvtier.validate.references import REFERENCES
+from kvtier.validate.checks.references import REFERENCES
 
 STAGING = paths.VALUES / "staging.yaml"
 

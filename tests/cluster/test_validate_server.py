@@ -12,8 +12,9 @@ import yaml
 
 from kvtier import paths
 from kvtier.cluster.rest import Rest
-from kvtier.validate import pipeline, render, server
+from kvtier.validate import pipeline
 from kvtier.validate.findings import OK, SERVER, WARNED
+from kvtier.validate.layers import render, server
 
 CI_SCENARIOS = sorted((paths.CHARTS / "kv-tiered-inference" / "ci").glob("*.yaml"))
 OPTIONS = pipeline.Options(helm_majors=(3,), minors=("1.35",))

@@ -30,7 +30,7 @@ from kvtier import helm, paths
 from kvtier.cluster import images, realnode, umbrella_cpu
 from kvtier.engine_rig import rig as engine_rig
 from kvtier.engine_rig.errors import RigError
-from kvtier.validate.merge import merge_layers
+from kvtier.validate.inputs.merge import merge_layers
 
 UMBRELLA = paths.CHARTS / "kv-tiered-inference"
 RELEASE = "kv"

@@ -18,7 +18,7 @@ from kvtier.preflight.hyperpod_checks import unknown_fields
 from kvtier.preflight.model import Result
 from kvtier.preflight.report import as_json
 from kvtier.preflight.rules import RULES
-from kvtier.validate import loader, merge
+from kvtier.validate.inputs import loader, merge
 
 
 def test_every_rule_has_a_check_reason_and_remedy() -> None:

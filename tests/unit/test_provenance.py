@@ -1,13 +1,13 @@
-"""kvtier.validate.provenance: a refused rendered field, or a chart's refusal, traced to the values key
+"""kvtier.validate.inputs.provenance: a refused rendered field, or a chart's refusal, traced to the values key
 and the user's line that produced it (the user's -f overlay included, not only the environment file)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from kvtier.validate import loader, merge, provenance
 from kvtier.validate.findings import Finding
-from kvtier.validate.origins import Origins
+from kvtier.validate.inputs import loader, merge, provenance
+from kvtier.validate.inputs.origins import Origins
 
 VALUES = {
     "router": {

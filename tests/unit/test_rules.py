@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from kvtier.validate import catalogue, loader
+from kvtier.validate import catalogue
+from kvtier.validate.inputs import loader
 from kvtier.validate.rules import ValuesContext
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "values"

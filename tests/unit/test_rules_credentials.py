@@ -12,8 +12,9 @@ import pytest
 import yaml
 
 from kvtier import paths
-from kvtier.validate import catalogue, loader, pipeline
-from kvtier.validate.origins import Origins
+from kvtier.validate import catalogue, pipeline
+from kvtier.validate.inputs import loader
+from kvtier.validate.inputs.origins import Origins
 from kvtier.validate.rules import ValuesContext
 
 GOOD = loader.load(Path(__file__).parents[1] / "fixtures" / "values" / "good-minimal.yaml").data

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
-from kvtier.validate import catalogue, loader
+from kvtier.validate import catalogue
 from kvtier.validate.findings import Finding
+from kvtier.validate.inputs import loader
 from kvtier.validate.rules import ValuesContext
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "values"

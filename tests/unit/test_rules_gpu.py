@@ -14,9 +14,10 @@ import yaml
 from kvtier import paths
 from kvtier.plan.capacity import known_model
 from kvtier.plan.facts import COMPUTE_CAPABILITY, GIB, INSTANCE_TYPES
-from kvtier.validate import catalogue, loader
-from kvtier.validate.gpu_rules import BF16_MIN_CAPABILITY, FLOAT16_NOT_SUPPORTED, kv_bytes_per_gpu
-from kvtier.validate.origins import Origins
+from kvtier.validate import catalogue
+from kvtier.validate.checks.gpu_rules import BF16_MIN_CAPABILITY, FLOAT16_NOT_SUPPORTED, kv_bytes_per_gpu
+from kvtier.validate.inputs import loader
+from kvtier.validate.inputs.origins import Origins
 from kvtier.validate.rules import ValuesContext
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "values"

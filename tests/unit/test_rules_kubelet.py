@@ -1,5 +1,5 @@
-"""The kubelet rules (kvtier.validate.kubelet_rules) and the schema bounds that go with them: what the API
-server admits but the kubelet refuses or runs wrong, and HPA/S3 values the consumer refuses."""
+"""The kubelet rules (kvtier.validate.checks.kubelet_rules) and the schema bounds that go with them: what the
+API server admits but the kubelet refuses or runs wrong, and HPA/S3 values the consumer refuses."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from kvtier import paths
-from kvtier.validate import catalogue, schema_check
+from kvtier.validate import catalogue
 from kvtier.validate.findings import Finding
+from kvtier.validate.layers import schema_check
 from kvtier.validate.rules import ManifestsContext
 
 BYTES = "kube-byte-quantity-whole"

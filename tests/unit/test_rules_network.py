@@ -11,8 +11,9 @@ import pytest
 import yaml
 
 from kvtier import paths
-from kvtier.validate import catalogue, loader
-from kvtier.validate.origins import Origins
+from kvtier.validate import catalogue
+from kvtier.validate.inputs import loader
+from kvtier.validate.inputs.origins import Origins
 from kvtier.validate.rules import ValuesContext
 
 SCRAPER = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]

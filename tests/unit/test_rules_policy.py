@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from kvtier.validate import catalogue, podsecurity
+from kvtier.validate import catalogue
+from kvtier.validate.checks import podsecurity
 from kvtier.validate.rules import ManifestsContext
 
 CONTAINER = {

@@ -12,7 +12,9 @@ import pytest
 import yaml
 
 from kvtier import helm, paths, toolchain
-from kvtier.validate import catalogue, loader, router_rules
+from kvtier.validate import catalogue
+from kvtier.validate.checks import router_rules
+from kvtier.validate.inputs import loader
 from kvtier.validate.rules import ManifestsContext, ValuesContext
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "values"

@@ -8,7 +8,7 @@ from fractions import Fraction
 import pytest
 
 from kvtier import quantity
-from kvtier.validate import cron, metadata_rules
+from kvtier.validate.checks import cron, metadata_rules
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import copy
 
-from kvtier.validate import configs, kube
 from kvtier.validate.findings import CURVINE, LMCACHE, UNAVAILABLE, Judged, NotRun
+from kvtier.validate.layers import configs, kube
 
 DEPLOYMENT = {
     "apiVersion": "apps/v1",

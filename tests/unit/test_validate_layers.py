@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from kvtier import cli, exitcodes, paths
-from kvtier.validate import loader, merge, render
+from kvtier.validate.inputs import loader, merge
+from kvtier.validate.inputs.origins import Origins
+from kvtier.validate.layers import render
 from kvtier.validate.options import Options
-from kvtier.validate.origins import Origins
 
 UMBRELLA_VALUES = "charts/kv-tiered-inference/values.yaml"
 

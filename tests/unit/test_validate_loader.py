@@ -8,7 +8,7 @@ import pytest
 
 from kvtier.cli import main
 from kvtier.errors import UserError
-from kvtier.validate import loader
+from kvtier.validate.inputs import loader
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "values"
 

@@ -1,9 +1,9 @@
-"""What `validate --context` holds against the nodes (kvtier.validate.placement): each workload's pods, a
-HyperPod endpoint as the pods its operator makes, and which verdict is an error, which a warning."""
+"""What `validate --context` holds against the nodes (kvtier.validate.checks.placement): each workload's pods,
+a HyperPod endpoint as the pods its operator makes, and which verdict is an error, which a warning."""
 
 from __future__ import annotations
 
-from kvtier.validate import placement
+from kvtier.validate.checks import placement
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 

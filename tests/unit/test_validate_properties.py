@@ -16,7 +16,9 @@ from hypothesis import strategies as st
 
 from kvtier import helmyaml, paths
 from kvtier.errors import UserError
-from kvtier.validate import loader, merge, pipeline, schema_check
+from kvtier.validate import pipeline
+from kvtier.validate.inputs import loader, merge
+from kvtier.validate.layers import schema_check
 
 
 def _settings(examples: int) -> settings:

@@ -1,9 +1,10 @@
-"""What `validate --context` looks up (kvtier.validate.references.references): every Secret, ConfigMap and
-claim a pod template reads, at the field that names it, less optional ones and what the release renders."""
+"""What `validate --context` looks up (kvtier.validate.checks.references.references): every Secret, ConfigMap
+and claim a pod template reads, at the field that names it, less optional ones and what the
+release renders."""
 
 from __future__ import annotations
 
-from kvtier.validate import references
+from kvtier.validate.checks import references
 
 
 def _deployment(spec: dict) -> dict:

@@ -9,8 +9,9 @@ import pytest
 
 from kvtier import paths
 from kvtier.generate import derived
-from kvtier.validate import loader, merge, schema_check
-from kvtier.validate.origins import Origins
+from kvtier.validate.inputs import loader, merge
+from kvtier.validate.inputs.origins import Origins
+from kvtier.validate.layers import schema_check
 
 SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -10,7 +10,8 @@ from kubernetes import client
 
 from kvtier.cluster.rest import Rest
 from kvtier.errors import UserError
-from kvtier.validate import loader, provenance, server
+from kvtier.validate.inputs import loader, provenance
+from kvtier.validate.layers import server
 
 ENV = """\
 engine:

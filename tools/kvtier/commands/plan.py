@@ -12,7 +12,7 @@ from kvtier.errors import UserError
 from kvtier.plan import capacity, report, result
 from kvtier.plan import inputs as plan_inputs
 from kvtier.plan.facts import KNOWN_MODELS, REFERENCE
-from kvtier.validate import loader, merge
+from kvtier.validate.inputs import loader, merge
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -12,13 +12,14 @@ from pathlib import Path
 
 from kvtier import cliopts, helm
 from kvtier.errors import UserError
-from kvtier.validate import render, setvalues
+from kvtier.validate.inputs import setvalues
+from kvtier.validate.layers import render
 from kvtier.validate.options import DEFAULT_MINORS, POD_SECURITY_LEVELS, Options, collect
 
 
 def _minors(text: str) -> tuple[str, ...]:
     """ "1.30-1.35" or "1.30,1.32" -> the minors, each one kubernetes-validate has schemas for."""
-    from kvtier.validate import kube
+    from kvtier.validate.layers import kube
 
     available = kube.available_minors()
     if "-" in text:

@@ -16,7 +16,7 @@ from typing import Any
 
 from kvtier.engine_rig import invariants, rendered
 from kvtier.upstream import vllm_args
-from kvtier.validate.engine_rules import GPU_DEFAULT_BLOCK_SIZE
+from kvtier.validate.checks.engine_rules import GPU_DEFAULT_BLOCK_SIZE
 
 PROBE = Path(__file__).with_name("offload_key_probe.py")
 

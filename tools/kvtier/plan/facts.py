@@ -114,7 +114,7 @@ GIB = 2**30
 # .../g6/, .../g6e/, .../p3/, .../p4/, .../p5/; SageMaker's `ml.` types have the same hardware). Memory per
 # GPU: the total nvidia-smi reports (T4 15360 MiB, V100-SXM2-16GB 16160 MiB, A10G 23028 MiB, L4 23034 MiB,
 # L40S 46068 MiB, A100-SXM4-40GB 40960 MiB, A100-SXM4-80GB 81920 MiB, H100-SXM 81559 MiB). Keys carry
-# SageMaker's `ml.` prefix; kvtier.validate.workload_rules.instance_facts reads EC2 names without it.
+# SageMaker's `ml.` prefix; kvtier.validate.checks.workload_rules.instance_facts reads EC2 names without it.
 INSTANCE_TYPES: dict[str, tuple[str, int, float, float]] = {
     "ml.g4dn.xlarge": ("T4", 1, 15.0, 16),
     "ml.g4dn.2xlarge": ("T4", 1, 15.0, 32),
@@ -156,7 +156,7 @@ INSTANCE_TYPES: dict[str, tuple[str, int, float, float]] = {
 
 # CUDA compute capability (major, minor) of each GPU model above: NVIDIA's table,
 # https://developer.nvidia.com/cuda-gpus (T4 7.5, V100 7.0, A10G 8.6 as the A10, L4 8.9, L40S 8.9, A100 8.0,
-# H100 9.0). vLLM keys its dtype support on it (kvtier.validate.gpu_rules).
+# H100 9.0). vLLM keys its dtype support on it (kvtier.validate.checks.gpu_rules).
 COMPUTE_CAPABILITY: dict[str, tuple[int, int]] = {
     "T4": (7, 5),
     "V100-16GB": (7, 0),

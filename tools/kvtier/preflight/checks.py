@@ -12,7 +12,7 @@ from kvtier.cluster.rest import ApiException
 from kvtier.preflight.model import Result, Target
 from kvtier.preflight.rules import SUPPORTED_MINORS
 from kvtier.shapes import mapping
-from kvtier.validate import placement
+from kvtier.validate.checks import placement
 
 INSTANCE_LABELS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
 GPU = "nvidia.com/gpu"

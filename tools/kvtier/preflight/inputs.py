@@ -7,13 +7,13 @@ from typing import Any
 
 from kvtier import helm, paths
 from kvtier.errors import UserError
-from kvtier.validate import loader, merge
+from kvtier.validate.inputs import loader, merge
 
 UMBRELLA = paths.CHARTS / "kv-tiered-inference"
 
 
 def effective_values(file: Path) -> dict[str, Any]:
-    """The values an install of `file` would see, as Helm coalesces them (kvtier.validate.merge): the
+    """The values an install of `file` would see, as Helm coalesces them (kvtier.validate.inputs.merge): the
     file over the umbrella's defaults, each enabled subchart's defaults under the umbrella's block."""
     data = loader.load(file).data or {}
     if not isinstance(data, dict):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 # Imported for their registrations: each module's @rule functions add themselves to REGISTRY.
-from kvtier.validate import (  # noqa: F401
+from kvtier.validate.checks import (  # noqa: F401
     apiserver_rules,
     backend_rules,
     chart_rules,
@@ -30,7 +30,7 @@ from kvtier.validate import (  # noqa: F401
     workload_rules,
 )
 from kvtier.validate.findings import Finding
-from kvtier.validate.loader import format_path
+from kvtier.validate.inputs.loader import format_path
 from kvtier.validate.rules import REGISTRY, ManifestsContext, Rule, ValuesContext
 
 

@@ -15,24 +15,9 @@ from typing import Any
 from kvtier import exitcodes, paths
 from kvtier import schema as schema_source
 from kvtier.errors import UserError
-from kvtier.validate import (
-    catalogue,
-    configs,
-    crosspod,
-    hyperpod_sdk_check,
-    kube,
-    live_judges,
-    loader,
-    merge,
-    podsecurity,
-    provenance,
-    render,
-    rules,
-    schema_check,
-    setvalues,
-)
-from kvtier.validate.crosspod import CROSSPOD
-from kvtier.validate.deployed import release_values
+from kvtier.validate import catalogue, rules
+from kvtier.validate.checks import crosspod, podsecurity
+from kvtier.validate.checks.crosspod import CROSSPOD
 from kvtier.validate.findings import (
     CURVINE,
     HYPERPOD_SDK,
@@ -45,8 +30,11 @@ from kvtier.validate.findings import (
     FileReport,
     Finding,
 )
+from kvtier.validate.inputs import loader, merge, provenance, setvalues
+from kvtier.validate.inputs.deployed import release_values
+from kvtier.validate.inputs.origins import Origins
+from kvtier.validate.layers import configs, hyperpod_sdk_check, kube, live_judges, render, schema_check
 from kvtier.validate.options import Options, collect
-from kvtier.validate.origins import Origins
 
 PSS_LABEL = "pod-security.kubernetes.io/enforce"
 

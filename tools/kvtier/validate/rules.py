@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from kvtier.validate.findings import RULES, Severity
-from kvtier.validate.loader import KeyPath, Loaded
-from kvtier.validate.origins import Origins
+from kvtier.validate.inputs.loader import KeyPath, Loaded
+from kvtier.validate.inputs.origins import Origins
 
 RENDER = "render helm3 / helm4"  # the summary rows a chart rule's refusal counts under
 # What a rule reads: the effective values, the rendered objects, or nothing here (a chart's template `fail`,

@@ -3,7 +3,7 @@ the Curvine pool that backs it.
 
 Watermarks are read with the eviction script's own parser (kvtier.podscripts.l2_evict, the file the
 CronJob runs), so what this rule accepts the job accepts; schedules with the API server's grammar
-(kvtier.validate.cron).
+(kvtier.validate.checks.cron).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from typing import Any
 from kvtier import quantity
 from kvtier.podscripts import l2_evict
 from kvtier.upstream import curvine_config
-from kvtier.validate import cron
+from kvtier.validate.checks import cron
+from kvtier.validate.checks.values_rules import lookup, model_entries
+from kvtier.validate.checks.workload_rules import instance_facts
 from kvtier.validate.rules import Hit, ValuesContext, rule
-from kvtier.validate.values_rules import lookup, model_entries
-from kvtier.validate.workload_rules import instance_facts
 
 EVICTION = ("cache", "l2", "eviction")
 

@@ -17,9 +17,9 @@ from typing import Any
 import yaml
 
 from kvtier.upstream import vllm_args
-from kvtier.validate import configs
+from kvtier.validate.checks.policy import containers, subject, workloads
 from kvtier.validate.findings import LMCACHE
-from kvtier.validate.policy import containers, subject, workloads
+from kvtier.validate.layers import configs
 from kvtier.validate.rules import Hit, ManifestsContext, rule
 
 CROSSPOD = "cross-pod (rendered)"

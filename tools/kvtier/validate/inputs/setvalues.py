@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kvtier.errors import UserError
-from kvtier.validate.loader import Loaded
+from kvtier.validate.inputs.loader import Loaded
 
 MAX_INDEX = 65536  # Helm's limits
 MAX_DEPTH = 30

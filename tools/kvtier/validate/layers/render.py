@@ -13,9 +13,10 @@ from typing import Any
 import yaml
 
 from kvtier import helm, paths
-from kvtier.validate import catalogue, chart_rules
+from kvtier.validate import catalogue
+from kvtier.validate.checks import chart_rules
 from kvtier.validate.findings import Finding
-from kvtier.validate.merge import UMBRELLA
+from kvtier.validate.inputs.merge import UMBRELLA
 
 TIMEOUT_S = 120
 

@@ -18,8 +18,8 @@ from typing import Any
 
 from kvtier import scheduling
 from kvtier.shapes import mapping
+from kvtier.validate.checks.kubelet_rules import pod_templates, subject
 from kvtier.validate.findings import Finding
-from kvtier.validate.kubelet_rules import pod_templates, subject
 from kvtier.validate.rules import ManifestsContext
 
 PLACEMENT = "cluster placement"  # the check's row in the summary

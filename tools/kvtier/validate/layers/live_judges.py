@@ -20,7 +20,7 @@ def check_vllm(judged: list[tuple[FileReport, Any, list[dict[str, Any]]]], optio
         for report, _, _ in judged:
             report.skip(VLLM, "not asked (--vllm parses the engine args with vLLM in the engine venv)")
         return
-    from kvtier.validate import vllm_check  # the engine rig: only when asked
+    from kvtier.validate.layers import vllm_check
 
     per_file = [
         (report, loaded, vllm_check.engines(manifests, report.file)) for report, loaded, manifests in judged
@@ -50,7 +50,7 @@ def server_judge(options: Options, given: Any) -> Iterator[Any]:
     if given is not None or not options.server:
         yield given
         return
-    from kvtier.validate import server  # the kubernetes client and cluster code: only when asked
+    from kvtier.validate.layers import server
 
     with server.connect(
         options.namespace, options.kube_context, options.kubeconfig, options.pod_security
@@ -66,7 +66,7 @@ def check_cluster(report: FileReport, manifests: list[dict[str, Any]], options: 
     import urllib3
 
     from kvtier.cluster.rest import ApiException
-    from kvtier.validate import placement, references
+    from kvtier.validate.checks import placement, references
 
     where = f"context {options.kube_context}"
     try:
@@ -104,7 +104,7 @@ def check_server(report: FileReport, manifests: list[dict[str, Any]], loaded: An
     if not manifests:
         report.skip(SERVER, "no render (Helm refused the values)")
         return
-    from kvtier.validate import server
+    from kvtier.validate.layers import server
 
     found, detail = server.judge(judge, manifests, loaded, report.file)
     report.add(SERVER, found, detail if not found else "")

@@ -6,9 +6,9 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from kvtier.validate.checks.secret_rules import is_literal
 from kvtier.validate.findings import POLICY
 from kvtier.validate.rules import Hit, ManifestsContext, rule
-from kvtier.validate.secret_rules import is_literal
 
 WORKLOADS = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob", "Pod"}
 LONG_RUNNING = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet"}

@@ -23,10 +23,10 @@ from referencing.exceptions import Unresolvable
 from kvtier import paths
 from kvtier import schema as schema_source
 from kvtier.errors import UserError
-from kvtier.validate import merge
 from kvtier.validate.findings import SCHEMA, Finding
-from kvtier.validate.loader import KeyPath, format_path
-from kvtier.validate.origins import Origins
+from kvtier.validate.inputs import merge
+from kvtier.validate.inputs.loader import KeyPath, format_path
+from kvtier.validate.inputs.origins import Origins
 
 UMBRELLA = "kv-tiered-inference"
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from kvtier import quantity
 from kvtier.shapes import mapping, sequence
-from kvtier.validate.kubelet_rules import containers, pod_templates, subject
+from kvtier.validate.checks.kubelet_rules import containers, pod_templates, subject
 from kvtier.validate.rules import Hit, ManifestsContext, rule
 
 ACCESS_MODES = ("ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod")

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from kvtier import paths
-from kvtier.validate import loader, merge
-from kvtier.validate.loader import KeyPath, Loaded, format_path
+from kvtier.validate.inputs import loader, merge
+from kvtier.validate.inputs.loader import KeyPath, Loaded, format_path
 
 ABSENT = object()
 

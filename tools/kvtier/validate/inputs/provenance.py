@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from kvtier.validate.findings import Finding
-from kvtier.validate.loader import KeyPath, format_path
+from kvtier.validate.inputs.loader import KeyPath, format_path
 
 _QUOTED = re.compile(r'Invalid value: "((?:[^"\\]|\\.)*)"')
 _STEP = re.compile(r"\.?([^.\[\]]+)|\[([^\]]*)\]")

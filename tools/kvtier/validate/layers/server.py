@@ -27,7 +27,7 @@ from kvtier.cluster import binaries, discovery, lifecycle, sharing
 from kvtier.cluster.rest import ApiException, Rest
 from kvtier.errors import UserError
 from kvtier.validate.findings import SERVER, Finding
-from kvtier.validate.loader import Loaded
+from kvtier.validate.inputs.loader import Loaded
 
 FIELD_MANAGER = "kvtier-validate"
 LOCAL_CLUSTER = (

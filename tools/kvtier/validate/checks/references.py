@@ -15,8 +15,8 @@ from typing import Any
 
 from kvtier.cluster.rest import ApiException, Rest
 from kvtier.shapes import mapping, sequence
+from kvtier.validate.checks.kubelet_rules import containers, pod_templates, subject
 from kvtier.validate.findings import Finding, Severity
-from kvtier.validate.kubelet_rules import containers, pod_templates, subject
 from kvtier.validate.rules import ManifestsContext
 
 REFERENCES = "cluster references"  # the check's row in the summary

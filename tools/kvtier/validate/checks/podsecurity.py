@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from kvtier.validate.checks.policy import containers, pod_spec, subject, workloads
 from kvtier.validate.findings import POLICY
 from kvtier.validate.options import POD_SECURITY_LEVELS
-from kvtier.validate.policy import containers, pod_spec, subject, workloads
 from kvtier.validate.rules import Hit, ManifestsContext, rule
 
 LEVELS = POD_SECURITY_LEVELS

@@ -21,7 +21,7 @@ from kvtier.engine_rig import rig
 from kvtier.engine_rig.errors import RigError
 from kvtier.upstream import vllm_args
 from kvtier.validate.findings import VLLM, Finding
-from kvtier.validate.loader import KeyPath, Loaded, format_path
+from kvtier.validate.inputs.loader import KeyPath, Loaded, format_path
 
 PROBE = Path(rig.__file__).with_name("vllm_args_probe.py")
 MODEL_LABEL = "kv-tiered-inference/model"

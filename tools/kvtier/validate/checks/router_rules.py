@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvtier import toolchain
+from kvtier.validate.checks.policy import containers, subject, workloads
 from kvtier.validate.findings import Severity
-from kvtier.validate.policy import containers, subject, workloads
 from kvtier.validate.rules import Hit, ManifestsContext, rule
 
 COMMAND = "vllm-router"
