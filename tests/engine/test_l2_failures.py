@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from kvtier.engine_rig import invariants, rendered, tiers
+from harness.engine import invariants
+from kvtier.engine_rig import rendered, tiers
 
 TINY = {"layers": 2, "kv_heads": 2, "head_size": 64}
 TOKENS = invariants.prompt_tokens(600, seed=5)  # two whole chunks of 256

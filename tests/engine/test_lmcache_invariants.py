@@ -1,11 +1,10 @@
 """The cross-pod invariants, measured on LMCache's real storage path instead of assumed.
 
 Engine pods are configured from what the chart renders for values/cpu.yaml (LMCache file, PYTHONHASHSEED,
-model argument, TP, dtype: kvtier.engine_rig.invariants); each runs LMCache's own engine, L1 and fs connector
-in its own process (engine_rig/lmcache_probe.py). One pod stores a prompt's chunks; pods that differ from it
-in exactly one setting look them up. Every KEYED setting of upstream/lmcache_key.py must miss, every
-NOT_KEYED one must hit, and the two lists together must be exactly the settings tried here.
-"""
+model argument, TP, dtype: harness.engine.invariants); each runs LMCache's own engine, L1 and fs connector in
+its own process (tests/harness/engine/lmcache_probe.py). One pod stores a prompt's chunks; pods that differ
+from it in exactly one setting look them up. Every KEYED setting of upstream/lmcache_key.py must miss, every
+NOT_KEYED one must hit, and the two lists together must be exactly the settings tried here."""
 
 from __future__ import annotations
 
@@ -15,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from kvtier.engine_rig import invariants, rendered, tiers
+from harness.engine import invariants
+from kvtier.engine_rig import rendered, tiers
 from kvtier.upstream import lmcache_key
 
 TINY = {"layers": 2, "kv_heads": 2, "head_size": 64}

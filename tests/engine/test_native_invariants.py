@@ -2,11 +2,11 @@
 
 An engine pod is configured from what the chart renders for values/cpu.yaml with `cache.backend: vllm-native`
 (native_keys.pod_case); vLLM's config builder, offloading spec, fs tier and block hash say where that pod
-writes each chunk of a prompt (engine_rig/offload_key_probe.py, one process per PYTHONHASHSEED). Pods that
-differ in exactly one setting must look in other files for every KEYED setting of upstream/vllm_offload.py
-and in the same files for every NOT_KEYED one, and the two lists together must be exactly the settings tried
-here. test_native_tiers.py checks the probe's answer against the files a running engine writes.
-"""
+writes each chunk of a prompt (tests/harness/engine/offload_key_probe.py, one process per PYTHONHASHSEED).
+Pods that differ in exactly one setting must look in other files for every KEYED setting of
+upstream/vllm_offload.py and in the same files for every NOT_KEYED one, and the two lists together must be
+exactly the settings tried here. test_native_tiers.py checks the probe's answer against the files a running
+engine writes."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from kvtier.engine_rig import invariants, native_keys, rendered, tiers
+from harness.engine import invariants, native_keys
+from kvtier.engine_rig import rendered, tiers
 from kvtier.upstream import vllm_offload
 
 TINY = {"layers": 2, "kv_heads": 4}

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from kvtier.engine_rig import native_keys, tiers
+from harness.engine import native_keys
 from kvtier.engine_rig import rig as engine_rig
+from kvtier.engine_rig import tiers
 from kvtier.plan import capacity
 from kvtier.podscripts import kvcheck
 

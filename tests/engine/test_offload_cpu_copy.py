@@ -10,10 +10,11 @@ import json
 import subprocess
 from pathlib import Path
 
+from harness import engine as engine_probes
 from kvtier.engine_rig import rig as engine_rig
 from kvtier.engine_rig.errors import RigError
 
-PROBE = Path(engine_rig.__file__).with_name("offload_copy_probe.py")
+PROBE = Path(engine_probes.__file__).with_name("offload_copy_probe.py")
 # vLLM's own words (vllm/v1/kv_offload/cpu/spec.py, CPUOffloadingSpec.get_worker)
 REFUSAL = "CPU Offloading is currently only supported on CUDA-alike and XPU GPUs"
 

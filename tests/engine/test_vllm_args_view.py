@@ -1,9 +1,9 @@
 """kvtier.upstream.vllm_args against vLLM's own parser (the pinned vLLM in the engine venv, through
-engine_rig/vllm_parser_probe.py): generated `vllm serve` argvs, each flag the toolkit reads spelled every way
-vLLM takes (underscores, `=`, prefixes, short forms, `--no-`, dotted JSON keys, repeated), must read the
-same in our view as in the namespace vLLM parses; and the facts the view rests on must hold for vLLM's option
-strings (no other option is a prefix of one we read, the short forms and booleans are what we take them for).
-"""
+tests/harness/engine/vllm_parser_probe.py): generated `vllm serve` argvs, each flag the toolkit reads spelled
+every way vLLM takes (underscores, `=`, prefixes, short forms, `--no-`, dotted JSON keys, repeated), must read
+the same in our view as in the namespace vLLM parses; and the facts the view rests on must hold for vLLM's
+option strings (no other option is a prefix of one we read, the short forms and booleans are what we take them
+for)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from kvtier.engine_rig import rig
+from harness import engine as engine_probes
 from kvtier.upstream import vllm_args
 from kvtier.upstream.vllm_args import KNOWN
 
-PROBE = Path(rig.__file__).with_name("vllm_parser_probe.py")
+PROBE = Path(engine_probes.__file__).with_name("vllm_parser_probe.py")
 BASE = ["serve", "tiny-model"]
 # flag -> (namespace attribute, values to draw from, how our text compares with vLLM's parsed value)
 TRACKED: dict[str, tuple[str, list[str], Any]] = {

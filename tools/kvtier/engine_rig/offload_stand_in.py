@@ -1,5 +1,5 @@
 """vLLM's own OffloadingConfig for a rendered --kv-transfer-config, built without a model: the engine venv's
-probes (vllm_args_probe.py, offload_key_probe.py) import it by its file name.
+probes (vllm_args_probe.py, tests/harness/engine/offload_key_probe.py) import it by its file name.
 
 `build_offloading_config` (vllm/distributed/kv_transfer/kv_connector/v1/offloading/config.py) reads a
 VllmConfig and the engine's KVCacheConfig. Here both are stand-ins with only what it reads: a KV cache of

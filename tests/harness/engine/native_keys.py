@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kvtier.engine_rig import invariants, rendered
+from harness.engine import invariants
+from kvtier.engine_rig import rendered
 from kvtier.upstream import vllm_args
 from kvtier.validate.checks.engine_rules import GPU_DEFAULT_BLOCK_SIZE
 

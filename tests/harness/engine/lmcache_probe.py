@@ -3,7 +3,7 @@ database, L1 backend and fs connector, configured from the chart's rendered LMCa
 model argument, world size and dtype, on a synthetic paged KV cache in vLLM CPU's layout (copied with the
 lmcache-cpu-copy stand-in). Runs in the engine venv (vLLM importable, so PYTHONHASHSEED counts as in a pod):
 
-    .venv-engine/bin/python tools/kvtier/engine_rig/lmcache_probe.py CASES.json
+    .venv-engine/bin/python tests/harness/engine/lmcache_probe.py CASES.json
 
 CASES: a JSON list; each case {"action": "store"|"lookup", "config": path of lmcache.yaml, "model_arg",
 "served_model_name", "world_size", "worker_id", "dtype", "layers", "kv_heads", "head_size", "tokens": [...],

@@ -1,7 +1,7 @@
 """Checks the offload-cpu-copy stand-in against the pinned vLLM's own pointer arithmetic for its offloading
 copies. Runs in the engine venv:
 
-    .venv-engine/bin/python tools/kvtier/engine_rig/offload_copy_probe.py
+    .venv-engine/bin/python tests/harness/engine/offload_copy_probe.py
 
 vLLM's CUDA worker turns a transfer into copy descriptors (source address, destination address, bytes) with
 `SingleDirectionOffloadingHandler._fill_direct_ops` and `compute_sub_block_ptrs`

@@ -1,7 +1,7 @@
 """vLLM's `vllm serve` parser alone, what kvtier.upstream.vllm_args is measured against: its option strings
 and, for each case, the namespace it parses. Runs in the engine venv (vLLM's CPU build), by path:
 
-    .venv-engine/bin/python tools/kvtier/engine_rig/vllm_parser_probe.py REQUEST.json
+    .venv-engine/bin/python tests/harness/engine/vllm_parser_probe.py REQUEST.json
 
 REQUEST: {"dests": [namespace attributes to report], "argvs": [argv lists after `vllm`, so starting with
 "serve"]}. Prints one JSON object: {"options": {option string: {"dest", "nargs", "boolean"}} of the serve
@@ -21,7 +21,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from vllm_args_probe import Refused, _setup, parse  # the sibling probe: this file runs by path
+from product_probes import load  # this folder is first on sys.path: the probe runs by path
+
+_args_probe = load("vllm_args_probe")
+Refused, _setup, parse = _args_probe.Refused, _args_probe._setup, _args_probe.parse
 
 
 def _options() -> dict[str, dict[str, Any]]:

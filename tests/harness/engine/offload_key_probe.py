@@ -1,7 +1,7 @@
 """Where vLLM's native fs tier puts a prompt's chunks, computed by the pinned vLLM's own code for one engine
 pod's settings. Runs in the engine venv, in its own process per pod (PYTHONHASHSEED is read as in a pod):
 
-    .venv-engine/bin/python tools/kvtier/engine_rig/offload_key_probe.py CASES.json
+    .venv-engine/bin/python tests/harness/engine/offload_key_probe.py CASES.json
 
 CASES: a JSON list; each case {"transfer": the --kv-transfer-config JSON, "model_arg", "served_model_name",
 "revision", "dtype", "block_size" (the engine's KV block size), "layers", "kv_heads", "tensor_parallel",
@@ -24,13 +24,15 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from offload_stand_in import offloading_config
+from product_probes import load  # this folder is first on sys.path: the probe runs by path
 from vllm.config import CacheConfig, KVTransferConfig, ParallelConfig
 from vllm.utils.hashing import get_hash_fn_by_name
 from vllm.v1.core import kv_cache_utils
 from vllm.v1.kv_offload.base import make_offload_key
 from vllm.v1.kv_offload.factory import OffloadingSpecFactory
 from vllm.v1.kv_offload.tiering.factory import SecondaryTierFactory
+
+offloading_config = load("offload_stand_in").offloading_config
 
 
 def files_of(case: dict[str, Any]) -> dict[str, Any]:
