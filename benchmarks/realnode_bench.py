@@ -27,8 +27,9 @@ from rich.console import Console
 from rich.table import Table
 
 from kvtier import helm, paths
-from kvtier.cluster import images, realnode, umbrella_cpu
-from kvtier.cluster.realclient import Kube
+from kvtier.cluster.realnode import images, umbrella_cpu
+from kvtier.cluster.realnode import lifecycle as realnode
+from kvtier.cluster.realnode.client import Kube
 from kvtier.engine_rig import rig as engine_rig
 from kvtier.engine_rig.errors import RigError
 from kvtier.errors import UserError

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from kvtier import paths
-from kvtier.cluster import hyperpod
+from kvtier.cluster.common import hyperpod
 from kvtier.upstream import hyperpod_crd, hyperpod_fields, hyperpod_sdk
 
 

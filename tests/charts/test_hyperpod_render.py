@@ -24,7 +24,7 @@ import yaml
 
 from harness.hyperpod_patch import by_endpoint
 from kvtier import helm, paths
-from kvtier.cluster import hyperpod as hyperpod_crds
+from kvtier.cluster.common import hyperpod as hyperpod_crds
 from kvtier.upstream import hyperpod_crd, hyperpod_fields, hyperpod_sdk
 
 CHART = paths.CHARTS / "kv-tiered-inference"

@@ -2,7 +2,7 @@
 
 `kube_cluster` (session) brings a cluster up once per session, or reuses a running one named by
 KVTIER_TEST_CLUSTER; the last session using it takes down a cluster that tests started
-(kvtier.cluster.sharing). KVTIER_KEEP_CLUSTER=1 leaves it running (`kvtier cluster down --name N`).
+(kvtier.cluster.kwok.sharing). KVTIER_KEEP_CLUSTER=1 leaves it running (`kvtier cluster down --name N`).
 Everything here talks to 127.0.0.1 only.
 """
 
@@ -20,8 +20,9 @@ import pytest
 from kubernetes import client, config
 
 from harness import storage
-from kvtier.cluster import binaries, crds, hyperpod, lifecycle, sharing
-from kvtier.cluster.rest import ApiException, Rest
+from kvtier.cluster.common import binaries, crds, hyperpod
+from kvtier.cluster.common.rest import ApiException, Rest
+from kvtier.cluster.kwok import lifecycle, sharing
 
 # Each session gets its own cluster (about 10 s to start once the binaries are cached), so sessions that run
 # at the same time (CI jobs, engineers on one machine) never meet over cluster-wide objects such as the
@@ -55,7 +56,7 @@ def kube_api(kube_cluster: Path) -> client.ApiClient:
 
 @pytest.fixture(scope="session")
 def kube_rest(kube_api: client.ApiClient) -> Rest:
-    """Plain-JSON requests to the test cluster (kvtier.cluster.rest.Rest), sharing kube_api's connection."""
+    """Plain-JSON requests to the test cluster (cluster.common.rest.Rest), sharing kube_api's connection."""
     return Rest(kube_api)
 
 

@@ -14,7 +14,7 @@ import random
 import time
 from typing import Any
 
-from kvtier.cluster.rest import Rest
+from kvtier.cluster.common.rest import Rest
 from kvtier.validate import catalogue
 from kvtier.validate.layers import kube, server
 from kvtier.validate.rules import ManifestsContext

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import yaml
 
-from kvtier.cluster import binaries, kwokconfig, nodes
+from kvtier.cluster.common import binaries
+from kvtier.cluster.kwok import config as kwokconfig
+from kvtier.cluster.kwok import nodes
 
 
 def _docs() -> list[dict]:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from kubernetes.utils import parse_quantity
 
-from kvtier.cluster import lifecycle
-from kvtier.cluster.rest import ApiException, Rest
+from kvtier.cluster.common.rest import ApiException, Rest
+from kvtier.cluster.kwok import lifecycle
 from kvtier.toolchain import versions
 
 GPU = "nvidia.com/gpu"

@@ -23,7 +23,7 @@ import yaml
 from kubernetes import config
 
 from kvtier import helm, paths
-from kvtier.cluster.rest import ApiException, Rest
+from kvtier.cluster.common.rest import ApiException, Rest
 from kvtier.upstream import hyperpod_fields
 
 CHART = paths.CHARTS / "kv-tiered-inference"

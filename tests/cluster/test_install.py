@@ -23,8 +23,8 @@ import yaml
 from harness import inventory
 from kvtier import helm as kvtier_helm
 from kvtier import paths
-from kvtier.cluster import discovery
-from kvtier.cluster.rest import Rest
+from kvtier.cluster.common import discovery
+from kvtier.cluster.common.rest import Rest
 from kvtier.preflight.inputs import effective_values
 
 UMBRELLA = "kv-tiered-inference"

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from kvtier import helmyaml, paths
-from kvtier.cluster.rest import Rest
+from kvtier.cluster.common.rest import Rest
 from kvtier.validate import pipeline
 from kvtier.validate.findings import SERVER, Finding
 from kvtier.validate.layers import server

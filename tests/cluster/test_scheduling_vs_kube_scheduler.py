@@ -16,8 +16,8 @@ import time
 from typing import Any
 
 from kvtier import scheduling
-from kvtier.cluster import nodes as fake_nodes
-from kvtier.cluster.rest import Rest
+from kvtier.cluster.common.rest import Rest
+from kvtier.cluster.kwok import nodes as fake_nodes
 
 SEED = 20261203
 NODES = 12

@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from kvtier import paths
-from kvtier.cluster.rest import Rest
+from kvtier.cluster.common.rest import Rest
 from kvtier.engine_rig import rig
 from kvtier.engine_rig.errors import RigError
 from kvtier.validate import pipeline

@@ -12,8 +12,8 @@ from pathlib import Path
 import yaml
 
 from kvtier import paths
-from kvtier.cluster import nodes as fake_nodes
-from kvtier.cluster.rest import Rest
+from kvtier.cluster.common.rest import Rest
+from kvtier.cluster.kwok import nodes as fake_nodes
 from kvtier.validate import pipeline
 from kvtier.validate.checks.placement import PLACEMENT
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from kvtier import paths
-from kvtier.cluster.rest import Rest
+from kvtier.cluster.common.rest import Rest
 from kvtier.validate import pipeline
 from kvtier.validate.checks.references import REFERENCES
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 from kvtier import paths
-from kvtier.cluster.rest import Rest
+from kvtier.cluster.common.rest import Rest
 from kvtier.validate import pipeline
 from kvtier.validate.findings import OK, SERVER, WARNED
 from kvtier.validate.layers import render, server

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kvtier.cluster import discovery
-from kvtier.cluster.rest import ApiException, Rest
+from kvtier.cluster.common import discovery
+from kvtier.cluster.common.rest import ApiException, Rest
 
 # Objects every namespace has, or that exist by design after an uninstall.
 NAMESPACE_DEFAULTS = {("ServiceAccount", "default"), ("ConfigMap", "kube-root-ca.crt")}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from kvtier.cluster.rest import Rest
+from kvtier.cluster.common.rest import Rest
 
 LABEL = "kvtier.io/static-pv-for"  # value: the owner (e.g. a release name), for clean-up
 

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from kvtier import helm, paths
-from kvtier.cluster import images, nodebins, realnode, umbrella_cpu
-from kvtier.cluster.realclient import Kube
+from kvtier.cluster.realnode import images, nodebins, umbrella_cpu
+from kvtier.cluster.realnode import lifecycle as realnode
+from kvtier.cluster.realnode.client import Kube
 
 START_TIMEOUT = float(os.environ.get("KVTIER_CLUSTER_TIMEOUT", "300"))
 

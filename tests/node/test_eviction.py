@@ -13,7 +13,7 @@ import json
 import os
 import time
 
-from kvtier.cluster import realnode
+from kvtier.cluster.realnode import lifecycle as realnode
 
 GiB = 2**30
 CHUNK = GiB // 2  # ten of them fill the 5Gi claim of values/cpu.yaml

@@ -17,7 +17,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kvtier.cluster import machine, netns, realconfig, realnode, realroutes
+from kvtier.cluster.realnode import config as realconfig
+from kvtier.cluster.realnode import lifecycle as realnode
+from kvtier.cluster.realnode import machine, netns
+from kvtier.cluster.realnode import routes as realroutes
 from kvtier.toolchain import versions
 
 CHART = Path(__file__).parent / "charts" / "echo-check"

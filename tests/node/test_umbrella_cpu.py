@@ -4,8 +4,8 @@ API server, the eviction CronJob and every `helm test` pod, all running real pro
 own `ct install` of the CPU scenarios with Helm 4.
 
 What the values change for a CPU test machine (local images, the rig's tiny model on a claim, sizes for
-two shared cores, both claims hostPath volumes) is kvtier.cluster.umbrella_cpu, shared with the tier's
-benchmark (benchmarks/realnode_bench.py); passed test pods are kept here for `helm test --logs`.
+two shared cores, both claims hostPath volumes) is kvtier.cluster.realnode.umbrella_cpu, shared with the
+tier's benchmark (benchmarks/realnode_bench.py); passed test pods are kept here for `helm test --logs`.
 
 The engine image is the engine venv copied onto a Debian base (several GB), built once per venv and
 imported into this cluster's containerd by the module's fixture.
@@ -27,7 +27,8 @@ import pytest
 import yaml
 
 from kvtier import helm, paths
-from kvtier.cluster import images, realnode, umbrella_cpu
+from kvtier.cluster.realnode import images, umbrella_cpu
+from kvtier.cluster.realnode import lifecycle as realnode
 from kvtier.engine_rig import rig as engine_rig
 from kvtier.engine_rig.errors import RigError
 from kvtier.validate.inputs.merge import merge_layers

@@ -11,7 +11,7 @@ import pytest
 
 from harness.storage import claims_needed
 from kvtier import exitcodes
-from kvtier.cluster.kwokconfig import admission_policy_switches
+from kvtier.cluster.kwok.config import admission_policy_switches
 from kvtier.errors import UserError
 from kvtier.preflight import CHECKS, exit_code, inputs
 from kvtier.preflight.hyperpod_checks import unknown_fields

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from kvtier import paths
-from kvtier.cluster import netns, realcgroups, realroutes
+from kvtier.cluster.realnode import cgroups as realcgroups
+from kvtier.cluster.realnode import netns
+from kvtier.cluster.realnode import routes as realroutes
 from kvtier.errors import UserError
 
 

@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kvtier.cluster import images, machine, netns, realconfig
+from kvtier.cluster.realnode import config as realconfig
+from kvtier.cluster.realnode import images, machine, netns
+from kvtier.cluster.realnode import start as realstart
 from kvtier.errors import UserError
 
 
@@ -150,3 +152,27 @@ def test_cluster_actions_take_their_own_options() -> None:
         [*base, "down", "--name", "never-started-here"], capture_output=True, text=True, timeout=60
     )
     assert gone.returncode == 0 and "does not exist" in gone.stdout
+
+
+def test_start_up_starts_every_component_once_in_the_table_order(tmp_path: Path) -> None:
+    """The start-up stages and the table of command lines name the same daemons: one missing from the
+    stages would never start, one missing from the table would fail start-up with a KeyError."""
+    tools = dict.fromkeys(
+        [
+            "etcd",
+            "kube-apiserver",
+            "kube-controller-manager",
+            "kube-scheduler",
+            "containerd",
+            "kubelet",
+            "kube-proxy",
+        ],
+        tmp_path / "bin",
+    )
+    table = realstart.command_lines(realconfig.layout("unit"), tools)
+    started = [c for stage in (realstart.CONTROL_PLANE, realstart.CONTROLLERS, realstart.CONTAINERD,
+                               realstart.NODE) for c in stage.starts]  # fmt: skip
+    assert started == list(table)
+    for component, argv in table.items():
+        flags = [a.split("=")[0] for a in argv if a.startswith("--")]
+        assert len(flags) == len(set(flags)), f"{component} repeats a flag: {argv}"

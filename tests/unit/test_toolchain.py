@@ -85,7 +85,7 @@ def test_the_coredns_build_has_every_plugin_the_corefile_names() -> None:
     plugin would make CoreDNS refuse the Corefile at start-up, in the real-node tier only."""
     import yaml
 
-    from kvtier.cluster import realconfig
+    from kvtier.cluster.realnode import config as realconfig
 
     manifests = list(yaml.safe_load_all(realconfig.coredns_manifests("coredns:test")))
     (corefile,) = [m["data"]["Corefile"] for m in manifests if m.get("kind") == "ConfigMap"]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from kvtier.cluster.rest import Rest
+from kvtier.cluster.common.rest import Rest
 from kvtier.errors import UserError
 from kvtier.validate.inputs import loader, provenance
 from kvtier.validate.layers import server

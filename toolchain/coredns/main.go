@@ -1,4 +1,4 @@
-// CoreDNS with only the plugins of the real-node tier's Corefile (kvtier.cluster.realconfig:
+// CoreDNS with only the plugins of the real-node tier's Corefile (toolchain/realnode/coredns.yaml:
 // errors, health, ready, kubernetes, cache, loop). Upstream's main links every plugin, the cloud DNS
 // providers' SDKs among them, which make up most of its build time; the server and plugin code are
 // upstream's, unchanged. Built by toolchain/install.sh against the pinned COREDNS_VERSION.

@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from kvtier import paths, preflight
-from kvtier.cluster.rest import Rest
+from kvtier.cluster.common.rest import Rest
 from kvtier.preflight.model import Result
 
 ENVS = {p: yaml.safe_load(p.read_text()) for p in sorted(paths.VALUES.glob("*.yaml"))}

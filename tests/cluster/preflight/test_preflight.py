@@ -18,8 +18,8 @@ from preflight_support import RELEASE, STANDALONE, run_rule, variant
 
 from kvtier import exitcodes, preflight
 from kvtier.cli import main
-from kvtier.cluster import nodes as fake_nodes
-from kvtier.cluster.rest import Rest
+from kvtier.cluster.common.rest import Rest
+from kvtier.cluster.kwok import nodes as fake_nodes
 from kvtier.preflight import checks
 
 # k8s-version ---------------------------------------------------------------------------------------------

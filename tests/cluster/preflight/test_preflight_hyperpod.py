@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from preflight_support import CRDS, run_rule, variant
 
-from kvtier.cluster import hyperpod
-from kvtier.cluster.rest import ApiException, Rest
+from kvtier.cluster.common import hyperpod
+from kvtier.cluster.common.rest import ApiException, Rest
 
 # HyperPod: CRDs, cert-manager, tiered storage, admission policy -------------------------------------------
 
@@ -151,7 +151,7 @@ NO_MAP = (
 def cluster_without_map(kube_cluster_info) -> Iterator[Rest]:
     """A second real control plane whose API server does not serve MutatingAdmissionPolicy (as 1.34/1.35
     clusters without the runtime-config switch, i.e. most managed ones)."""
-    from kvtier.cluster import lifecycle
+    from kvtier.cluster.kwok import lifecycle
 
     name = f"{kube_cluster_info.name}-nomap"
     # The GA admission plugin needs its API: switch both off, as a 1.34/1.35 cluster has them by default.

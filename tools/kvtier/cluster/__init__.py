@@ -5,6 +5,6 @@ kube-apiserver, etcd, kube-controller-manager and kube-scheduler (built from the
 nodes and pod lifecycles (toolchain/kwok/). Nothing listens on anything but 127.0.0.1.
 """
 
-from kvtier.cluster.lifecycle import ClusterInfo, down, status, up
+from kvtier.cluster.kwok.lifecycle import ClusterInfo, down, status, up
 
 __all__ = ["ClusterInfo", "down", "status", "up"]

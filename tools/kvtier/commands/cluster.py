@@ -13,7 +13,9 @@ import re
 import subprocess
 
 from kvtier import cliopts, exitcodes, paths
-from kvtier.cluster import lifecycle, netns, realnode
+from kvtier.cluster.kwok import lifecycle
+from kvtier.cluster.realnode import lifecycle as realnode
+from kvtier.cluster.realnode import netns
 from kvtier.errors import UserError
 
 NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?")

@@ -14,6 +14,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from kvtier import waiting
 from kvtier.engine_rig.errors import RigError
 
 
@@ -25,10 +26,7 @@ class Process:
     url: str
 
     def tail(self, lines: int = 25) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
+        return waiting.tail(self.log, lines, missing="(no log)")
 
 
 def free_port() -> int:
@@ -63,22 +61,29 @@ def start(name: str, argv: list[str], env: dict[str, str], log_dir: Path, url: s
 def wait_ready(process: Process, path: str = "/health", timeout_s: float = 600.0) -> float:
     """Poll url+path until HTTP 200; seconds it took. RigError with the log's tail if it dies or hangs."""
     start_time = time.monotonic()
-    while time.monotonic() - start_time < timeout_s:
+
+    def last_lines() -> str:
+        return f"last lines of {process.log}:\n{process.tail()}"
+
+    def healthy() -> bool:
+        with urllib.request.urlopen(process.url + path, timeout=5) as response:
+            return bool(response.status == 200)
+
+    def exited(_: str) -> RigError | None:
         code = process.popen.poll()
-        if code is not None:
-            raise RigError(
-                f"{process.name} exited with code {code}; last lines of {process.log}:\n{process.tail()}"
-            )
-        try:
-            with urllib.request.urlopen(process.url + path, timeout=5) as response:
-                if response.status == 200:
-                    return time.monotonic() - start_time
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(1.0)
-    raise RigError(
-        f"{process.name} not ready after {timeout_s:.0f} s; last lines of {process.log}:\n{process.tail()}"
+        if code is None:
+            return None
+        return RigError(f"{process.name} exited with code {code}; {last_lines()}")
+
+    waiting.wait_until(
+        healthy,
+        deadline=waiting.deadline_in(timeout_s),
+        abort=exited,
+        fail=lambda _: RigError(f"{process.name} not ready after {timeout_s:.0f} s; {last_lines()}"),
+        tolerate=(urllib.error.URLError, OSError),
+        interval=1.0,
     )
+    return time.monotonic() - start_time
 
 
 def stop(process: Process, grace_s: float = 20.0) -> None:

@@ -20,14 +20,13 @@ import re
 import signal
 import statistics
 import sys
-import time
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kvtier import paths
+from kvtier import paths, waiting
 from kvtier.engine_rig import processes, rendered
 from kvtier.engine_rig.errors import RigError
 from kvtier.engine_rig.rig import ENGINE_ENV, MODEL_NAME, engine_python, generate_model
@@ -175,14 +174,16 @@ class TieredRig:
 
     def wait_for_chunks(self, count: int, timeout_s: float = 60.0) -> list[Path]:
         """LMCache stores to L2 after the request: wait until `count` chunk files are final."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+
+        def enough() -> list[Path]:
             files = self.chunk_files()
-            if len(files) >= count:
-                return files
-            time.sleep(0.2)
-        found = len(self.chunk_files())
-        raise RigError(f"{found} chunk files in {self.l2_dir} after {timeout_s:.0f} s, expected {count}")
+            return files if len(files) >= count else []
+
+        def short(_: str) -> RigError:
+            found = len(self.chunk_files())
+            return RigError(f"{found} chunk files in {self.l2_dir} after {timeout_s:.0f} s, expected {count}")
+
+        return waiting.wait_until(enough, deadline=waiting.deadline_in(timeout_s), fail=short, interval=0.2)
 
 
 def connector_hit_tokens(url: str) -> float:

@@ -14,8 +14,8 @@ from pathlib import Path
 from kubernetes import config
 
 from kvtier import exitcodes
-from kvtier.cluster import discovery
-from kvtier.cluster.rest import ApiException, Rest
+from kvtier.cluster.common import discovery
+from kvtier.cluster.common.rest import ApiException, Rest
 from kvtier.errors import UserError
 from kvtier.preflight import checks, hyperpod_checks, inputs
 from kvtier.preflight.model import Result, Target

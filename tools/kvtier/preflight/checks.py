@@ -7,8 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 from kvtier import scheduling
-from kvtier.cluster import discovery
-from kvtier.cluster.rest import ApiException
+from kvtier.cluster.common import discovery
+from kvtier.cluster.common.rest import ApiException
 from kvtier.preflight.model import Result, Target
 from kvtier.preflight.rules import SUPPORTED_MINORS
 from kvtier.shapes import mapping

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvtier.cluster import discovery
+from kvtier.cluster.common import discovery
 from kvtier.preflight.model import Result, Target
 from kvtier.upstream import hyperpod_fields
 from kvtier.upstream.hyperpod_fields import CRD_NAME as ENDPOINT_CRD

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
 
-from kvtier.cluster.rest import Rest
+from kvtier.cluster.common.rest import Rest
 
 Status = Literal["pass", "warn", "fail", "skip"]
 SEVERITY = {"pass": 0, "skip": 0, "warn": 1, "fail": 2}

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kvtier import paths, toolchain
-from kvtier.cluster import binaries
+from kvtier.cluster.common import binaries
 from kvtier.errors import UserError
 
 WORKER = Path(__file__).with_name("hyperpod_sdk_worker.py")

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from kvtier.cluster.rest import ApiException, Rest
+from kvtier.cluster.common.rest import ApiException, Rest
 from kvtier.shapes import mapping, sequence
 from kvtier.validate.checks.kubelet_rules import containers, pod_templates, subject
 from kvtier.validate.findings import Finding, Severity

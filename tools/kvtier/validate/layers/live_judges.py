@@ -65,7 +65,7 @@ def check_cluster(report: FileReport, manifests: list[dict[str, Any]], options: 
         return
     import urllib3
 
-    from kvtier.cluster.rest import ApiException
+    from kvtier.cluster.common.rest import ApiException
     from kvtier.validate.checks import placement, references
 
     where = f"context {options.kube_context}"
@@ -91,7 +91,7 @@ def check_cluster(report: FileReport, manifests: list[dict[str, Any]], options: 
 
 @cache
 def _context_rest(context: str, kubeconfig: str | None) -> Any:
-    from kvtier.cluster.rest import Rest
+    from kvtier.cluster.common.rest import Rest
 
     return Rest.from_kubeconfig(kubeconfig, context)
 

@@ -23,8 +23,9 @@ from typing import Any
 
 import urllib3
 
-from kvtier.cluster import binaries, discovery, lifecycle, sharing
-from kvtier.cluster.rest import ApiException, Rest
+from kvtier.cluster.common import binaries, discovery
+from kvtier.cluster.common.rest import ApiException, Rest
+from kvtier.cluster.kwok import lifecycle, sharing
 from kvtier.errors import UserError
 from kvtier.validate.findings import SERVER, Finding
 from kvtier.validate.inputs.loader import Loaded
@@ -153,7 +154,7 @@ def local_judge(rest: Rest, namespace: str, pod_security: dict[str, str] | None,
 def _install_hyperpod_crds(rest: Rest) -> None:
     """The HyperPod operator's CRDs as derived from AWS's SDK, so the local server judges the
     InferenceEndpointConfigs too; without the SDK venv they stay absent (a warning per object says so)."""
-    from kvtier.cluster import hyperpod
+    from kvtier.cluster.common import hyperpod
     from kvtier.upstream import hyperpod_crd
 
     with tempfile.TemporaryDirectory(prefix="kvtier-crds-") as folder:
@@ -167,7 +168,7 @@ def _install_hyperpod_crds(rest: Rest) -> None:
 def _install_operator_crds(rest: Rest) -> None:
     """KEDA's and the Prometheus Operator's CRDs (their Go modules, pinned), so the local server judges
     ScaledObjects, PrometheusRules and monitors too; without Go they stay absent (each row says so)."""
-    from kvtier.cluster import crds
+    from kvtier.cluster.common import crds
 
     try:
         crds.install(rest, crds.operators())

@@ -7,7 +7,7 @@ from typing import Any
 import yaml
 
 from kvtier import paths
-from kvtier.cluster.rest import Rest
+from kvtier.cluster.common.rest import Rest
 
 NODES_FILE = paths.ROOT / "toolchain" / "kwok" / "nodes.yaml"
 FAKE_LABEL = "kvtier.io/fake-node"  # marks nodes this module created (kwok manages every node anyway)

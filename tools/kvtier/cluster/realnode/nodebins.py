@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kvtier import paths
-from kvtier.cluster import binaries
+from kvtier.cluster.common import binaries
 from kvtier.errors import UserError
 from kvtier.toolchain import versions
 

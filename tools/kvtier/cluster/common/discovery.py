@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvtier.cluster.rest import ApiException, Rest
+from kvtier.cluster.common.rest import ApiException, Rest
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from kvtier.cluster import binaries, lifecycle
+from kvtier.cluster.common import binaries
+from kvtier.cluster.kwok import lifecycle
 
 STARTED_BY_TESTS = ".started-by-tests"
 

@@ -15,7 +15,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from kvtier.cluster import nodebins
+from kvtier.cluster.realnode import nodebins
 
 PROC_SYS = Path("/proc/sys")
 # Written by the kubelet's setupKernelTunables (pkg/kubelet/cm/container_manager_linux.go).
@@ -108,7 +108,7 @@ def snapshot() -> dict[str, object]:
         "mounts": _mounts(),
         "netns": sorted(p.name for p in Path("/run/netns").glob("*")) if Path("/run/netns").is_dir() else [],
         "links": sorted(re.findall(r"^\d+: ([^:@]+)", _output(["ip", "-o", "link"]), re.M)),
-        # Every table: the unreachable routes a real-node cluster adds (kvtier.cluster.realroutes) included.
+        # Every table: the unreachable routes a real-node cluster adds (realnode.routes) included.
         "routes": sorted(_output(["ip", "-4", "route", "show", "table", "all"]).splitlines()),
         "cgroups": _cgroups(),
     }

@@ -19,7 +19,7 @@ import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from kvtier.cluster import netns
+from kvtier.cluster.realnode import netns
 from kvtier.errors import UserError
 
 # The routes' owner mark (rtnetlink protocol; iproute2 names 0-192 in /etc/iproute2/rt_protos, not this).

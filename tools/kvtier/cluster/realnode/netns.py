@@ -4,7 +4,7 @@
 (and API server) address sits on one end, the Service range is routed to it, and nothing is routed or
 bridged to the machine's own namespace, so no packet can leave. Clients join it: a subprocess through
 `ip netns exec` (`command`), Python code in this thread through setns (`entered`); one left outside that
-dials these addresses fails at once (kvtier.cluster.realroutes).
+dials these addresses fails at once (kvtier.cluster.realnode.routes).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ API_SERVICE_IP = "10.96.0.1"
 DNS_SERVICE_IP = "10.96.0.10"
 POD_CIDR = "10.244.0.0/24"
 NODE_CIDR = str(ipaddress.ip_interface(f"{NODE_IP}/{NODE_PREFIX}").network)
-# Every range that exists only in here; kvtier.cluster.realroutes makes the machine's namespace refuse them.
+# Every range that exists only in here; realnode.routes makes the machine's namespace refuse them.
 PRIVATE_RANGES = {"node": NODE_CIDR, "Service": SERVICE_CIDR, "pod": POD_CIDR}
 PREFIX = "kvtier-"
 CLONE_NEWNET = 0x40000000

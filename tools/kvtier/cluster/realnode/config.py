@@ -1,22 +1,26 @@
 """Configuration files of the real-node cluster: containerd, CNI, kubelet, kube-proxy, kubeconfig, CoreDNS.
 
 Every path points into the cluster's own folder (`Layout`); every address is in the cluster's network
-namespace (kvtier.cluster.netns). The machine facts behind the settings are in DESIGN.md section 11.
+namespace (kvtier.cluster.realnode.netns). The machine facts behind the settings are in DESIGN.md section 11.
 """
 
 from __future__ import annotations
 
 import json
+import string
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from kvtier.cluster import binaries, netns
+from kvtier import paths
+from kvtier.cluster.common import binaries
+from kvtier.cluster.realnode import netns
 
 NODE_NAME = "real-node"
 API_PORT = 6443
 CLUSTER_DOMAIN = "cluster.local"
+COREDNS_FILE = paths.ROOT / "toolchain" / "realnode" / "coredns.yaml"
 
 
 @dataclass(frozen=True)
@@ -168,107 +172,7 @@ def kube_proxy(layout: Layout) -> str:
 
 
 def coredns_manifests(image: str) -> str:
-    """CoreDNS as a Deployment behind the cluster DNS Service; no `forward`: no name outside the cluster."""
-    corefile = f""".:53 {{
-    errors
-    health :8080
-    ready :8181
-    kubernetes {CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{
-        pods insecure
-        fallthrough in-addr.arpa ip6.arpa
-    }}
-    cache 30
-    loop
-}}
-"""
-    labels = {"k8s-app": "kube-dns"}
-    objects: list[dict[str, object]] = [
-        {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": {"name": "coredns", "namespace": "kube-system"},
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": {"name": "system:coredns"},
-            "rules": [
-                {
-                    "apiGroups": [""],
-                    "resources": ["endpoints", "services", "pods", "namespaces"],
-                    "verbs": ["list", "watch"],
-                },
-                {
-                    "apiGroups": ["discovery.k8s.io"],
-                    "resources": ["endpointslices"],
-                    "verbs": ["list", "watch"],
-                },
-            ],
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": "system:coredns"},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": "system:coredns",
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": "coredns", "namespace": "kube-system"}],
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": "coredns", "namespace": "kube-system"},
-            "data": {"Corefile": corefile},
-        },
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": "coredns", "namespace": "kube-system", "labels": labels},
-            "spec": {
-                "replicas": 1,
-                "selector": {"matchLabels": labels},
-                "template": {
-                    "metadata": {"labels": labels},
-                    "spec": {
-                        "serviceAccountName": "coredns",
-                        "dnsPolicy": "Default",
-                        "containers": [
-                            {
-                                "name": "coredns",
-                                "image": image,
-                                "imagePullPolicy": "Never",
-                                "args": ["-conf", "/etc/coredns/Corefile"],
-                                "ports": [
-                                    {"name": "dns", "containerPort": 53, "protocol": "UDP"},
-                                    {"name": "dns-tcp", "containerPort": 53, "protocol": "TCP"},
-                                ],
-                                "readinessProbe": {
-                                    "httpGet": {"path": "/ready", "port": 8181},
-                                    "periodSeconds": 2,
-                                },
-                                "livenessProbe": {"httpGet": {"path": "/health", "port": 8080}},
-                                "volumeMounts": [{"name": "config", "mountPath": "/etc/coredns"}],
-                            }
-                        ],
-                        "volumes": [{"name": "config", "configMap": {"name": "coredns"}}],
-                    },
-                },
-            },
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": "kube-dns", "namespace": "kube-system", "labels": labels},
-            "spec": {
-                "clusterIP": netns.DNS_SERVICE_IP,
-                "selector": labels,
-                "ports": [
-                    {"name": "dns", "port": 53, "protocol": "UDP"},
-                    {"name": "dns-tcp", "port": 53, "protocol": "TCP"},
-                ],
-            },
-        },
-    ]
-    return "---\n".join(yaml.safe_dump(item, sort_keys=False) for item in objects)
+    """CoreDNS as a Deployment behind the cluster DNS Service (toolchain/realnode/coredns.yaml)."""
+    return string.Template(COREDNS_FILE.read_text()).substitute(
+        image=image, cluster_domain=CLUSTER_DOMAIN, dns_service_ip=netns.DNS_SERVICE_IP
+    )

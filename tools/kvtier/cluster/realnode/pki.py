@@ -8,7 +8,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from kvtier.cluster import netns
+from kvtier.cluster.realnode import netns
 from kvtier.errors import UserError
 
 DAYS = "30"

@@ -16,8 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvtier.cluster import binaries, kwokconfig, nodes
-from kvtier.cluster.rest import Rest
+from kvtier import waiting
+from kvtier.cluster.common import binaries
+from kvtier.cluster.common.rest import Rest
+from kvtier.cluster.kwok import config as kwokconfig
+from kvtier.cluster.kwok import nodes
 from kvtier.errors import UserError
 from kvtier.toolchain import versions
 
@@ -34,7 +37,7 @@ class ComponentError(UserError):
 
     def __init__(self, name: str, component: str, what: str) -> None:
         log = log_path(name, component)
-        tail = _tail(log)
+        tail = waiting.tail(log, 15)
         super().__init__(
             f"{component} {what}; log: {log}"
             + (f"\n--- last lines of {log.name} ---\n{tail}" if tail else "")
@@ -318,22 +321,15 @@ def _wait(
     name: str, component: str, what: str, deadline: float, progress: Progress, check: Callable[[], bool]
 ) -> None:
     progress(f"waiting for {component}")
-    last_error = ""
-    while True:
-        try:
-            if check():
-                return
-        except Exception as error:  # transient API errors while starting
-            last_error = f" (last error: {error})".splitlines()[0]
-        if component in dead_components(name):
-            raise ComponentError(name, component, "exited while starting" + last_error)
-        if time.monotonic() > deadline:
-            raise ComponentError(name, component, what + last_error)
-        time.sleep(1)
-
-
-def _tail(log: Path, lines: int = 15) -> str:
-    try:
-        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
+    waiting.wait_until(
+        check,
+        deadline=deadline,
+        abort=lambda last: (
+            ComponentError(name, component, "exited while starting" + last)
+            if component in dead_components(name)
+            else None
+        ),
+        fail=lambda last: ComponentError(name, component, what + last),
+        tolerate=(Exception,),  # transient API errors while starting
+        interval=1,
+    )

@@ -1,13 +1,13 @@
 """The real-node flavour of the test cluster: pods run real processes (`kvtier cluster up --runtime real`).
 
 This module is the cluster's lifecycle: `up` (or reuse), `down`, `status`. etcd, the control plane,
-containerd, the kubelet and kube-proxy run inside a network namespace of their own (kvtier.cluster.netns)
-and a private mount namespace, all in one cgroup subtree below this process's own
-(kvtier.cluster.realcgroups); kvtier.cluster.realstart starts them in order. While a cluster is up the
-machine's own namespace refuses its addresses (kvtier.cluster.realroutes). `down` kills every process of
+containerd, the kubelet and kube-proxy run inside a network namespace of their own (realnode.netns) and a
+private mount namespace, all in one cgroup subtree below this process's own (realnode.cgroups);
+realnode.start starts them in order. While a cluster is up the machine's own namespace refuses its
+addresses (realnode.routes). `down` kills every process of
 that subtree (only what `up` started), removes the cgroups, the namespace, those routes when no other
 cluster is left, and the folder, and writes back the global sysctls the kubelet changed, so the machine
-is as it was (kvtier.cluster.machine).
+is as it was (realnode.machine).
 """
 
 from __future__ import annotations
@@ -22,18 +22,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvtier.cluster import (
-    binaries,
-    images,
-    machine,
-    netns,
-    nodebins,
-    realcgroups,
-    realconfig,
-    realroutes,
-    realstart,
-)
-from kvtier.cluster.rest import Rest
+from kvtier.cluster.common import binaries
+from kvtier.cluster.common.rest import Rest
+from kvtier.cluster.realnode import cgroups as realcgroups
+from kvtier.cluster.realnode import config as realconfig
+from kvtier.cluster.realnode import images, machine, netns, nodebins
+from kvtier.cluster.realnode import routes as realroutes
+from kvtier.cluster.realnode import start as realstart
 from kvtier.errors import UserError
 
 Progress = Callable[[str], None]

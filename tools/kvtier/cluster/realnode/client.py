@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 
-from kvtier import paths
-from kvtier.cluster import realnode
+from kvtier import paths, waiting
+from kvtier.cluster.realnode import lifecycle as realnode
 
 
 class Kube:
@@ -47,12 +46,16 @@ class Kube:
         return proc
 
     def wait_phase(self, namespace: str, pod: str, phases: set[str], timeout: float = 120) -> str:
-        deadline = time.monotonic() + timeout
-        phase = ""
-        while time.monotonic() < deadline:
-            phase = self.kubectl("get", "pod", pod, "-n", namespace, "-o", "jsonpath={.status.phase}")
-            if phase in phases:
-                return phase
-            time.sleep(0.5)
-        described = self.kubectl("describe", "pod", pod, "-n", namespace, check=False)
-        raise AssertionError(f"pod {namespace}/{pod} still {phase!r} after {timeout:.0f}s:\n{described}")
+        seen = [""]
+
+        def reached() -> str:
+            seen[0] = self.kubectl("get", "pod", pod, "-n", namespace, "-o", "jsonpath={.status.phase}")
+            return seen[0] if seen[0] in phases else ""
+
+        def stuck(_: str) -> AssertionError:
+            described = self.kubectl("describe", "pod", pod, "-n", namespace, check=False)
+            return AssertionError(
+                f"pod {namespace}/{pod} still {seen[0]!r} after {timeout:.0f}s:\n{described}"
+            )
+
+        return waiting.wait_until(reached, deadline=waiting.deadline_in(timeout), fail=stuck)

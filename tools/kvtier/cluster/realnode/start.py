@@ -1,22 +1,28 @@
 """Start-up of a real-node cluster's components, in order, each waited for before the next needs it.
 
 `Starter` runs each daemon inside the cluster's network namespace and private mount namespace (held by
-one holder process) and in its cgroup subtree (kvtier.cluster.realcgroups), logging to logs/<name>.log.
-`start_all` writes the configuration files (kvtier.cluster.realconfig) and starts etcd, the control
+one holder process) and in its cgroup subtree (kvtier.cluster.realnode.cgroups), logging to logs/<name>.log.
+`start_all` writes the configuration files (kvtier.cluster.realnode.config) and starts etcd, the control
 plane, containerd (then imports the images), the kubelet and kube-proxy, then CoreDNS as a pod. A wait
 that fails names the component, what it did not do, and the last lines of its log.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
-import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from kvtier.cluster import binaries, images, kwokconfig, netns, nodebins, pki, realcgroups, realconfig
-from kvtier.cluster.rest import Rest
+from kvtier import waiting
+from kvtier.cluster.common import binaries
+from kvtier.cluster.common.rest import Rest
+from kvtier.cluster.kwok import config as kwokconfig
+from kvtier.cluster.realnode import cgroups as realcgroups
+from kvtier.cluster.realnode import config as realconfig
+from kvtier.cluster.realnode import images, netns, nodebins, pki
 from kvtier.errors import UserError
 
 Progress = Callable[[str], None]
@@ -99,33 +105,115 @@ def running(pid: int) -> bool:
         return False
 
 
-def _tail(path: Path, lines: int = 20) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
+@dataclass(frozen=True)
+class Stage:
+    """Components started together, then what start-up waits for before the next stage needs it: for
+    each wait, the component blamed when it does not happen, what it did not do, and the question."""
+
+    say: str
+    starts: tuple[str, ...]
+    waits: tuple[tuple[str, str, Callable[[Starter], bool]], ...] = ()
+
+
+CONTROL_PLANE = Stage(
+    "starting etcd and the control plane",
+    ("etcd", "kube-apiserver"),
+    (("kube-apiserver", "is not ready (GET /readyz)", lambda s: _readyz(s.name)),),
+)
+CONTROLLERS = Stage("", ("kube-controller-manager", "kube-scheduler"))
+CONTAINERD = Stage(
+    "starting containerd and importing the images",
+    ("containerd",),
+    (
+        ("containerd", "opened no socket", lambda s: s.layout.containerd_socket.exists()),
+        ("containerd", "does not answer", lambda s: _containerd_answers(s.layout.containerd_socket)),
+    ),
+)
+NODE = Stage(
+    "starting the kubelet and kube-proxy",
+    ("kubelet", "kube-proxy"),
+    (
+        ("kubelet", f"did not make node {realconfig.NODE_NAME} Ready", lambda s: node_ready(s.name)),
+        (
+            "kube-controller-manager",
+            "created no `default` ServiceAccount",
+            lambda s: in_namespace(s.name, lambda api: api.find(DEFAULT_SERVICE_ACCOUNT) is not None),
+        ),
+    ),
+)
 
 
 def start_all(starter: Starter, tools: dict[str, Path], wanted: list[images.Image], timeout: float) -> None:
     """Every component, in order; raises UserError naming the first one that fails or dies."""
-    deadline = time.monotonic() + timeout
+    deadline = waiting.deadline_in(timeout)
     refs = {image.name: image.ref for image in wanted}
     _write_configs(starter, tools, refs["pause"])
-    _start_control_plane(starter, tools, deadline)
-    starter.progress("starting containerd and importing the images")
-    lay = starter.layout
-    starter.start("containerd", [str(tools["containerd"]), "--config", str(lay.root / "containerd.toml")])
-    _wait(starter, "containerd", "opened no socket", deadline, lay.containerd_socket.exists)
-    _wait(
-        starter, "containerd", "does not answer", deadline, lambda: _containerd_answers(lay.containerd_socket)
-    )
-    images.import_into(lay.containerd_socket, wanted, starter.progress)
-    _start_node(starter, tools, deadline)
+    argv = command_lines(starter.layout, tools)
+    for stage in (CONTROL_PLANE, CONTROLLERS, CONTAINERD):
+        _run(starter, stage, argv, deadline)
+    images.import_into(starter.layout.containerd_socket, wanted, starter.progress)
+    _run(starter, NODE, argv, deadline)
     starter.progress("starting CoreDNS")
     _kubectl(starter.name, ["apply", "-f", "-"], realconfig.coredns_manifests(refs["coredns"]))
     _wait(
         starter, "kube-proxy", "CoreDNS did not become Ready", deadline, lambda: _coredns_ready(starter.name)
     )
+
+
+def _run(starter: Starter, stage: Stage, argv: dict[str, list[str]], deadline: float) -> None:
+    if stage.say:
+        starter.progress(stage.say)
+    for component in stage.starts:
+        starter.start(component, argv[component])
+    for blamed, what, question in stage.waits:
+        _wait(starter, blamed, what, deadline, functools.partial(question, starter))
+
+
+def command_lines(lay: realconfig.Layout, tools: dict[str, Path]) -> dict[str, list[str]]:
+    """Each daemon's command line: the cluster's components, in start order."""
+    pki_dir, kubeconfig = lay.pki, str(lay.kubeconfig)
+    runtime_config, feature_gates = kwokconfig.admission_policy_switches(binaries.kubernetes_minor())
+    controller = ["--kubeconfig", kubeconfig, "--bind-address", "127.0.0.1", "--leader-elect=false"]
+    return {
+        "etcd": [
+            str(tools["etcd"]), "--data-dir", str(lay.etcd), "--unsafe-no-fsync",
+            "--listen-client-urls", "http://127.0.0.1:2379", "--advertise-client-urls", "http://127.0.0.1:2379",
+            "--listen-peer-urls", "http://127.0.0.1:2380",
+            "--initial-advertise-peer-urls", "http://127.0.0.1:2380",
+            "--initial-cluster", "default=http://127.0.0.1:2380", "--listen-metrics-urls", "",
+        ],
+        "kube-apiserver": [
+            str(tools["kube-apiserver"]), "--etcd-servers", "http://127.0.0.1:2379",
+            "--bind-address", "0.0.0.0", "--secure-port", str(realconfig.API_PORT),
+            "--advertise-address", netns.NODE_IP, "--service-cluster-ip-range", netns.SERVICE_CIDR,
+            "--client-ca-file", str(pki_dir / "ca.crt"),
+            "--tls-cert-file", str(pki_dir / "apiserver.crt"),
+            "--tls-private-key-file", str(pki_dir / "apiserver.key"),
+            "--kubelet-client-certificate", str(pki_dir / "admin.crt"),
+            "--kubelet-client-key", str(pki_dir / "admin.key"),
+            # The node's name resolves nowhere (no resolver in the namespace): dial its address.
+            "--kubelet-preferred-address-types", "InternalIP",
+            "--service-account-issuer", f"https://kubernetes.default.svc.{realconfig.CLUSTER_DOMAIN}",
+            "--service-account-key-file", str(pki_dir / "sa.pub"),
+            "--service-account-signing-key-file", str(pki_dir / "sa.key"),
+            "--authorization-mode", "Node,RBAC", "--allow-privileged=true",
+            "--runtime-config", runtime_config,
+            *([f"--feature-gates={feature_gates}"] if feature_gates else []),
+        ],
+        "kube-controller-manager": [
+            str(tools["kube-controller-manager"]), *controller,
+            "--service-account-private-key-file", str(pki_dir / "sa.key"),
+            "--root-ca-file", str(pki_dir / "ca.crt"), "--use-service-account-credentials=true",
+        ],
+        "kube-scheduler": [str(tools["kube-scheduler"]), *controller],
+        "containerd": [str(tools["containerd"]), "--config", str(lay.root / "containerd.toml")],
+        "kubelet": [
+            str(tools["kubelet"]), "--config", str(lay.root / "kubelet.yaml"),
+            "--kubeconfig", kubeconfig, "--root-dir", str(lay.kubelet), "--node-ip", netns.NODE_IP,
+            "--hostname-override", realconfig.NODE_NAME,
+        ],
+        "kube-proxy": [str(tools["kube-proxy"]), "--config", str(lay.root / "kube-proxy.yaml")],
+    }  # fmt: skip
 
 
 def _write_configs(starter: Starter, tools: dict[str, Path], pause_image: str) -> None:
@@ -140,93 +228,29 @@ def _write_configs(starter: Starter, tools: dict[str, Path], pause_image: str) -
     (lay.root / "kube-proxy.yaml").write_text(realconfig.kube_proxy(lay))
 
 
-def _start_control_plane(starter: Starter, tools: dict[str, Path], deadline: float) -> None:
-    pki_dir, kubeconfig = starter.layout.pki, str(starter.layout.kubeconfig)
-    starter.progress("starting etcd and the control plane")
-    starter.start("etcd", [
-        str(tools["etcd"]), "--data-dir", str(starter.layout.etcd), "--unsafe-no-fsync",
-        "--listen-client-urls", "http://127.0.0.1:2379", "--advertise-client-urls", "http://127.0.0.1:2379",
-        "--listen-peer-urls", "http://127.0.0.1:2380", "--initial-advertise-peer-urls", "http://127.0.0.1:2380",
-        "--initial-cluster", "default=http://127.0.0.1:2380", "--listen-metrics-urls", "",
-    ])  # fmt: skip
-    runtime_config, feature_gates = kwokconfig.admission_policy_switches(binaries.kubernetes_minor())
-    starter.start("kube-apiserver", [
-        str(tools["kube-apiserver"]), "--etcd-servers", "http://127.0.0.1:2379",
-        "--bind-address", "0.0.0.0", "--secure-port", str(realconfig.API_PORT),
-        "--advertise-address", netns.NODE_IP, "--service-cluster-ip-range", netns.SERVICE_CIDR,
-        "--client-ca-file", str(pki_dir / "ca.crt"),
-        "--tls-cert-file", str(pki_dir / "apiserver.crt"),
-        "--tls-private-key-file", str(pki_dir / "apiserver.key"),
-        "--kubelet-client-certificate", str(pki_dir / "admin.crt"),
-        "--kubelet-client-key", str(pki_dir / "admin.key"),
-        # The node's name resolves nowhere (no resolver in the namespace): dial its address.
-        "--kubelet-preferred-address-types", "InternalIP",
-        "--service-account-issuer", f"https://kubernetes.default.svc.{realconfig.CLUSTER_DOMAIN}",
-        "--service-account-key-file", str(pki_dir / "sa.pub"),
-        "--service-account-signing-key-file", str(pki_dir / "sa.key"),
-        "--authorization-mode", "Node,RBAC", "--allow-privileged=true",
-        "--runtime-config", runtime_config, *([f"--feature-gates={feature_gates}"] if feature_gates else []),
-    ])  # fmt: skip
-    _wait(starter, "kube-apiserver", "is not ready (GET /readyz)", deadline, lambda: _readyz(starter.name))
-    for component in ("kube-controller-manager", "kube-scheduler"):
-        extra = (
-            ["--service-account-private-key-file", str(pki_dir / "sa.key"),
-             "--root-ca-file", str(pki_dir / "ca.crt"), "--use-service-account-credentials=true"]
-            if component == "kube-controller-manager" else []
-        )  # fmt: skip
-        starter.start(component, [
-            str(tools[component]), "--kubeconfig", kubeconfig, "--bind-address", "127.0.0.1",
-            "--leader-elect=false", *extra,
-        ])  # fmt: skip
-
-
-def _start_node(starter: Starter, tools: dict[str, Path], deadline: float) -> None:
-    lay = starter.layout
-    starter.progress("starting the kubelet and kube-proxy")
-    starter.start("kubelet", [
-        str(tools["kubelet"]), "--config", str(lay.root / "kubelet.yaml"),
-        "--kubeconfig", str(lay.kubeconfig), "--root-dir", str(lay.kubelet), "--node-ip", netns.NODE_IP,
-        "--hostname-override", realconfig.NODE_NAME,
-    ])  # fmt: skip
-    starter.start("kube-proxy", [str(tools["kube-proxy"]), "--config", str(lay.root / "kube-proxy.yaml")])
-    _wait(
-        starter,
-        "kubelet",
-        f"did not make node {realconfig.NODE_NAME} Ready",
-        deadline,
-        lambda: node_ready(starter.name),
-    )
-    _wait(
-        starter, "kube-controller-manager", "created no `default` ServiceAccount", deadline,
-        lambda: in_namespace(
-            starter.name, lambda api: api.find(DEFAULT_SERVICE_ACCOUNT) is not None
-        ),
-    )  # fmt: skip
-
-
 def _wait(starter: Starter, component: str, what: str, deadline: float, check: Callable[[], bool]) -> None:
     starter.progress(f"waiting for {component}")
-    last_error = ""
-    while True:
-        try:
-            if check():
-                return
-        except Exception as error:  # transient errors while starting
-            last_error = (
-                f" (last error: {str(error).splitlines()[0] if str(error) else type(error).__name__})"
-            )
+
+    def failure(culprit: str, verdict: str) -> UserError:
+        log = starter.log(culprit)
+        return UserError(f"{culprit} {verdict}; log: {log}\n--- last lines ---\n{waiting.tail(log)}")
+
+    def died(_: str) -> UserError | None:
         dead = starter.dead()
-        if dead or time.monotonic() > deadline:
-            culprit = dead[0] if dead else component
-            log = starter.log(culprit)
-            verdict = "exited while the cluster was starting" if dead else what + last_error
-            raise UserError(f"{culprit} {verdict}; log: {log}\n--- last lines ---\n{_tail(log)}")
-        time.sleep(0.5)
+        return failure(dead[0], "exited while the cluster was starting") if dead else None
+
+    waiting.wait_until(
+        check,
+        deadline=deadline,
+        abort=died,
+        fail=lambda last: failure(component, what + last),
+        tolerate=(Exception,),  # transient errors while starting
+    )
 
 
 def in_namespace(name: str, check: Callable[[Rest], bool]) -> bool:
     """check(a client of the cluster), with the client made and used inside the cluster's namespace:
-    outside it the cluster's addresses are not local (kvtier.cluster.realroutes refuses them)."""
+    outside it the cluster's addresses are not local (kvtier.cluster.realnode.routes refuses them)."""
     with netns.entered(netns.name_for(name)):
         return check(Rest.from_kubeconfig(realconfig.layout(name).kubeconfig))
 

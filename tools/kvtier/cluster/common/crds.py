@@ -7,13 +7,13 @@ controller of theirs runs: the API server validates the objects against the CRDs
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from kvtier.cluster.rest import Rest
+from kvtier import waiting
+from kvtier.cluster.common.rest import Rest
 from kvtier.upstream import go_module
 
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
@@ -61,11 +61,11 @@ def install(rest: Rest, crds: list[dict[str, Any]], timeout: float = 60) -> list
                 "metadata": {**crd["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]},
             }
             rest.put(f"{CRD_PATH}/{name}", crd)
-    deadline = time.monotonic() + timeout
-    while not all(_established(rest, name) for name in names):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"CRDs not Established after {timeout:.0f}s: {names}")
-        time.sleep(0.5)
+    waiting.wait_until(
+        lambda: all(_established(rest, name) for name in names),
+        deadline=waiting.deadline_in(timeout),
+        fail=lambda _: TimeoutError(f"CRDs not Established after {timeout:.0f}s: {names}"),
+    )
     return names
 
 

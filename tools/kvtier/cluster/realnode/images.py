@@ -35,7 +35,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvtier.cluster import binaries, nodebins
+from kvtier.cluster.common import binaries
+from kvtier.cluster.realnode import nodebins
 from kvtier.errors import UserError
 from kvtier.toolchain import versions
 

@@ -19,8 +19,8 @@ from typing import Any
 import yaml
 
 from kvtier import paths
-from kvtier.cluster import crds
-from kvtier.cluster.rest import Rest
+from kvtier.cluster.common import crds
+from kvtier.cluster.common.rest import Rest
 from kvtier.errors import UserError
 
 CRD_FILES = ("inferenceendpointconfigs.crd.yaml", "jumpstartmodels.crd.yaml")

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kvtier import helmyaml, paths
-from kvtier.cluster import images, realnode
-from kvtier.cluster.realclient import Kube
+from kvtier import helmyaml, paths, waiting
+from kvtier.cluster.realnode import images
+from kvtier.cluster.realnode import lifecycle as realnode
+from kvtier.cluster.realnode.client import Kube
 from kvtier.engine_rig import rig as engine_rig
 from kvtier.engine_rig import tiers
 
@@ -128,12 +128,17 @@ def wait_ready(kube: Kube, ns: str, release: str, timeout: float = 900) -> None:
             f"--timeout={timeout:.0f}s",
         ]
         kube.run(rollout, timeout=timeout + 60)
-    deadline = time.monotonic() + timeout
-    while any(
-        p["metadata"].get("deletionTimestamp")
-        for c in ("engine", "router")
-        for p in pods(kube, ns, release, c)
-    ):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"pods of release {release} in {ns} still terminating after {timeout:.0f} s")
-        time.sleep(2)
+    waiting.wait_until(
+        lambda: (
+            not any(
+                p["metadata"].get("deletionTimestamp")
+                for c in ("engine", "router")
+                for p in pods(kube, ns, release, c)
+            )
+        ),
+        deadline=waiting.deadline_in(timeout),
+        fail=lambda _: AssertionError(
+            f"pods of release {release} in {ns} still terminating after {timeout:.0f} s"
+        ),
+        interval=2,
+    )
