@@ -36,7 +36,11 @@ class CPUPagedKVConnector(GPUConnectorInterface):
     def get_shape(self, num_tokens: int) -> torch.Size:
         return torch.Size([2, self.num_layers, num_tokens, self.num_kv_heads * self.head_size])
 
-    def _layers(self, kwargs: dict[str, Any]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    def _block_size(self) -> int:
+        assert self.kvcaches is not None
+        return int(self.kvcaches[0].shape[2])
+
+    def _layers(self, kwargs: dict[str, Any]) -> list[tuple[layout.Half, layout.Half]]:
         if "kvcaches" in kwargs:
             self.kvcaches = list(kwargs["kvcaches"])
         if self.kvcaches is None:
@@ -54,14 +58,12 @@ class CPUPagedKVConnector(GPUConnectorInterface):
         """Paged KV of tokens [start, end) -> the memory object."""
         assert memory_obj.tensor is not None
         layers = self._layers(kwargs)
-        block_size = layers[0][0].shape[2]
-        blocks, positions = layout.block_and_position(kwargs["slot_mapping"][start:end], block_size)
+        blocks, positions = layout.block_and_position(kwargs["slot_mapping"][start:end], self._block_size())
         out = memory_obj.tensor
         tokens = end - start
         for index, (keys, values) in enumerate(layers):
-            # Indexing dims 0 and 2 with tensors gives [tokens, kv_heads, head_size].
-            out[0, index, :tokens].copy_(keys[blocks, :, positions, :].reshape(tokens, -1))
-            out[1, index, :tokens].copy_(values[blocks, :, positions, :].reshape(tokens, -1))
+            out[0, index, :tokens].copy_(keys.read(blocks, positions))
+            out[1, index, :tokens].copy_(values.read(blocks, positions))
         memory_obj.metadata.fmt = MemoryFormat.KV_2LTD
 
     def to_gpu(self, memory_obj: MemoryObj, start: int, end: int, **kwargs: Any) -> None:
@@ -70,15 +72,14 @@ class CPUPagedKVConnector(GPUConnectorInterface):
         if memory_obj.metadata.fmt != MemoryFormat.KV_2LTD:
             raise ValueError(f"lmcache-cpu-copy loads KV_2LTD memory objects, got {memory_obj.metadata.fmt}")
         layers = self._layers(kwargs)
-        block_size = layers[0][0].shape[2]
         # Same rule as LMCache's CUDA connector: tokens vLLM's own prefix cache holds are not rewritten.
         skip = min(end - start, max(0, int(kwargs.get("vllm_cached_tokens", 0)) - start))
-        blocks, positions = layout.block_and_position(kwargs["slot_mapping"][start + skip : end], block_size)
+        slots = kwargs["slot_mapping"][start + skip : end]
+        blocks, positions = layout.block_and_position(slots, self._block_size())
         source = memory_obj.tensor[:, :, skip : end - start]
-        shape = (end - start - skip, self.num_kv_heads, self.head_size)
         for index, (keys, values) in enumerate(layers):
-            keys[blocks, :, positions, :] = source[0, index].reshape(shape).to(keys.dtype)
-            values[blocks, :, positions, :] = source[1, index].reshape(shape).to(values.dtype)
+            keys.write(blocks, positions, source[0, index])
+            values.write(blocks, positions, source[1, index])
 
     def batched_from_gpu(self, memory_objs, starts, ends, **kwargs):  # type: ignore[no-untyped-def]
         for memory_obj, start, end in zip(memory_objs, starts, ends, strict=True):
