@@ -1,10 +1,12 @@
 """Start-up of a real-node cluster's components, in order, each waited for before the next needs it.
 
 `Starter` runs each daemon inside the cluster's network namespace and private mount namespace (held by
-one holder process) and in its cgroup subtree (kvtier.cluster.realnode.cgroups), logging to logs/<name>.log.
-`start_all` writes the configuration files (kvtier.cluster.realnode.config) and starts etcd, the control
-plane, containerd (then imports the images), the kubelet and kube-proxy, then CoreDNS as a pod. A wait
-that fails names the component, what it did not do, and the last lines of its log.
+one holder process) and in its cgroup subtree (realnode.cgroups), logging to logs/<name>.log. `start_all`
+writes the configuration files (realnode.config), then runs the stages: `command_lines` is the table of
+every daemon's command line, each `Stage` says which daemons start together and what start-up waits for
+before the next stage (etcd and the API server; the controllers; containerd, then the images are
+imported; the kubelet and kube-proxy), then CoreDNS runs as a pod. A wait that fails names the
+component, what it did not do, and the last lines of its log.
 """
 
 from __future__ import annotations
