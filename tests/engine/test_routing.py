@@ -1,5 +1,9 @@
 """The real vllm-router, started with the flags the chart renders, in front of the real engines:
-prefix-aware routing keeps repeats on the warm replica, round-robin does not (measured side by side)."""
+prefix-aware routing keeps repeats on the warm replica, round-robin does not, judged by where each repeat
+went and by the engines' own prefix-cache hit counters. The TTFT ratios are printed, not asserted: with the
+other pytest run on the second core, one replica can be the slow one, and a repeat on the idle replica
+beat its cold first send by 3x with no hit (2026-12-03); `kvtier bench --rig` measures TTFT.
+"""
 
 from __future__ import annotations
 
@@ -25,6 +29,5 @@ def test_prefix_aware_keeps_repeats_warm_round_robin_does_not(engines: engine_ri
     print({k: (v.warm_ratio, round(v.ttft_ratio, 3)) for k, v in results.items()})
     assert aware.warm_ratio == 1.0
     assert rr.warm_ratio == 0.0  # two replicas, strictly alternating
-    assert aware.ttft_ratio < 0.5 < rr.ttft_ratio
     assert all((t.repeat_l0_hit_tokens or 0) > 0 for t in aware.trials)
     assert all(t.repeat_l0_hit_tokens == 0 for t in rr.trials)

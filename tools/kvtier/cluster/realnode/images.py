@@ -35,6 +35,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import kvtier
 from kvtier.cluster.common import binaries
 from kvtier.cluster.realnode import nodebins
 from kvtier.errors import UserError
@@ -298,7 +299,7 @@ def router(progress: Progress) -> Image:
 
 # vLLM's CPU build links libnuma (vllm/_C, torch's CPU kernels bring their own OpenMP).
 ENGINE_PACKAGES = [*DEBIAN_PACKAGES, "libnuma1"]
-ENGINE_LAUNCHER = Path(__file__).parents[1] / "engine_rig" / "vllm_cli.py"
+ENGINE_LAUNCHER = Path(kvtier.__file__).parent / "engine_rig" / "vllm_cli.py"
 
 
 def engine(progress: Progress, venv: Path) -> Image:
