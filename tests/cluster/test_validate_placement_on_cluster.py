@@ -72,7 +72,8 @@ def test_engines_no_node_tolerates_are_an_error_at_the_tolerations_the_user_wrot
 
         report, found = _placement(kube_cluster, namespace, overlay(None))
         engines = [f for f in found if "engine" in f.subject.lower() or "Deployment/" in f.subject]
-        assert engines and all(f.severity == "error" for f in engines), found
+        # Failed once (2026-12-03) with no placement finding at all, beside a cold real-node run: say why.
+        assert engines and all(f.severity == "error" for f in engines), (found, report.fatal, report.checks)
         assert all("dedicated=inference:NoSchedule not tolerated" in f.message for f in engines), engines
         assert report.checks[PLACEMENT].status == "failed"
 
