@@ -17,10 +17,13 @@ venv=${VENV:-.venv}
 "$venv/bin/python" -c 'from kvtier import helm, paths; helm.build_dependencies(paths.CHARTS / "kv-tiered-inference")' ||
   exit 1
 
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
 lane() { # lane NAME PYTEST-ARGS...
   local name=$1
   shift
-  bash toolchain/phase.sh "tests-$name" "$venv/bin/pytest" "$@" --durations=30 2>&1 | sed -u "s/^/[$name] /"
+  bash toolchain/phase.sh "tests-$name" "$venv/bin/pytest" "$@" --durations=30 2>&1 |
+    tee "$logs/$name.log" | sed -u "s/^/[$name] /"
 }
 
 lane engines tests/engine tests/node &
@@ -32,6 +35,11 @@ wait "$control"
 control_status=$?
 wait "$engines"
 engines_status=$?
+# Both lanes' failures again, one line each, last: a log cut to its tail still shows the lane that
+# finished first.
+for name in engines control; do
+  grep -E '^(FAILED|ERROR) ' "$logs/$name.log" | head -n 15 | cut -c 1-400 | sed "s/^/tests: [$name] /"
+done
 echo "tests: engines exit $engines_status, control exit $control_status"
 ((engines_status != 0)) && exit "$engines_status"
 exit "$control_status"

@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ import pytest
 import yaml
 
 from kvtier import helm, paths
-from kvtier.cluster.realnode import images, umbrella_cpu
+from kvtier.cluster.realnode import diagnosis, images, umbrella_cpu
 from kvtier.cluster.realnode import lifecycle as realnode
 from kvtier.engine_rig import rig as engine_rig
 from kvtier.engine_rig.errors import RigError
@@ -88,21 +89,26 @@ def installed(kube, real_cluster, engine_image: str) -> Iterator[Install]:
     ns = prepared.namespace
     helm.build_dependencies(UMBRELLA)
     started = time.monotonic()
-    kube.helm(
-        "helm3", "install", RELEASE, str(UMBRELLA), "-n", ns, "-f", str(paths.VALUES / "cpu.yaml"),
-        "-f", str(prepared.values), "--wait", "--timeout", INSTALL_TIMEOUT, timeout=1000,
-    )  # fmt: skip
-    waited = time.monotonic() - started
-    umbrella_cpu.wait_ready(kube, ns, RELEASE)
-    print(
-        f"[umbrella] helm install --wait returned after {waited:.0f} s; "
-        f"every pod Ready after {time.monotonic() - started:.0f} s"
-    )
     try:
+        with _explained(kube, real_cluster, ns, "the umbrella's install did not become Ready"):
+            kube.helm(
+                "helm3", "install", RELEASE, str(UMBRELLA), "-n", ns, "-f", str(paths.VALUES / "cpu.yaml"),
+                "-f", str(prepared.values), "--wait", "--timeout", INSTALL_TIMEOUT, timeout=1000,
+            )  # fmt: skip
+            waited = time.monotonic() - started
+            umbrella_cpu.wait_ready(kube, ns, RELEASE)
+        print(
+            f"[umbrella] helm install --wait returned after {waited:.0f} s; "
+            f"every pod Ready after {time.monotonic() - started:.0f} s"
+        )
         yield Install(ns, prepared.values, engine_image)
     finally:
         kube.helm("helm3", "uninstall", RELEASE, "-n", ns, "--wait", check=False, timeout=300)
         umbrella_cpu.remove(kube, prepared)
+
+
+def _explained(kube, real_cluster, ns: str, what: str) -> AbstractContextManager[None]:
+    return diagnosis.explained(kube, ns, realnode.layout(real_cluster.name).root, what)
 
 
 def _pods(kube, ns: str, component: str) -> list[dict[str, Any]]:
@@ -261,12 +267,13 @@ def test_an_upgrade_rolls_the_engines_while_requests_keep_being_served(
     load = _start_load(kube, real_cluster, ns)
     time.sleep(5)
     started = time.monotonic()
-    kube.helm(
-        "helm3", "upgrade", RELEASE, str(UMBRELLA), "-n", ns,
-        *_helm_values(installed, "--set", "engine.startupProbe.periodSeconds=4"),
-        "--wait", "--timeout", INSTALL_TIMEOUT, timeout=1000,
-    )  # fmt: skip
-    umbrella_cpu.wait_ready(kube, ns, RELEASE)
+    with _explained(kube, real_cluster, ns, "the upgrade's engines did not become Ready"):
+        kube.helm(
+            "helm3", "upgrade", RELEASE, str(UMBRELLA), "-n", ns,
+            *_helm_values(installed, "--set", "engine.startupProbe.periodSeconds=4"),
+            "--wait", "--timeout", INSTALL_TIMEOUT, timeout=1000,
+        )  # fmt: skip
+        umbrella_cpu.wait_ready(kube, ns, RELEASE)
     rolled_s = time.monotonic() - started
     time.sleep(10)  # requests after the rollout, on the new engines only
     counts = _stop_load(kube, ns, load)

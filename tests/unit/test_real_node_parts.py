@@ -63,6 +63,35 @@ def test_layers_are_reproducible(tmp_path: Path) -> None:
     assert images.single_binary_layer(program, "prog") == images.single_binary_layer(program, "prog")
 
 
+def test_a_rebuilt_image_replaces_only_its_own_earlier_archives(tmp_path: Path) -> None:
+    program, layer = tmp_path / "prog", tmp_path / "layer.tar"
+    program.write_bytes(b"x")
+    layer.write_bytes(images.single_binary_layer(program, "prog"))
+    cache = tmp_path / "images"
+    cache.mkdir()
+    kept = ["engine-base-0123456789ab.tar", "router-0123456789ab.tar", "engine-notes.tar", "engine-abc.tar"]
+    for name in [*kept, "engine-0123456789ab.tar", "engine-fedcba987654.tar"]:
+        (cache / name).write_bytes(b"old")
+    out = cache / "engine-aaaaaaaaaaaa.tar"
+    images.write_layout(out, "kvtier.local/engine:aaaaaaaaaaaa", [layer], {})
+    assert sorted(p.name for p in cache.iterdir()) == sorted([*kept, out.name])
+
+
+def test_an_import_without_room_for_blobs_and_snapshot_is_refused_before_it_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    archive = tmp_path / "engine-aaaaaaaaaaaa.tar"
+    archive.write_bytes(b"x" * 1000)
+    image = images.Image("engine", "aaaaaaaaaaaa", archive)
+    free = images.IMPORT_SPARE + 2000  # exactly blobs + snapshot + spare: enough
+    usage = type("Usage", (), {"free": free, "total": 10 * free, "used": 0})
+    monkeypatch.setattr(images.shutil, "disk_usage", lambda _: usage)
+    images._check_room(tmp_path, [image])
+    usage.free = free - 1
+    with pytest.raises(UserError, match=r"needs about .* GiB free at .*; .* GiB is free"):
+        images._check_room(tmp_path, [image])
+
+
 def test_config_files_carry_the_facts_this_machine_needs(tmp_path: Path) -> None:
     layout = realconfig.Layout(tmp_path)
     containerd = tomllib.loads(

@@ -142,6 +142,16 @@ def write_layout(out: Path, ref: str, layers: list[Path], config: dict[str, obje
             _add_bytes(archive, f"blobs/sha256/{hashlib.sha256(blob).hexdigest()}", blob)
         _add_bytes(archive, "index.json", json.dumps(index, sort_keys=True).encode())
     partial.rename(out)
+    _remove_superseded(out)
+
+
+def _remove_superseded(archive: Path) -> None:
+    """Delete the cached archives of earlier recipes of the same image: one key per name is kept, so each
+    rebuild of the several-GB engine image does not leave the last one behind on the disk."""
+    name = archive.name.rsplit("-", 1)[0]
+    for other in archive.parent.glob(f"{name}-*.tar"):
+        if other != archive and re.fullmatch(rf"{re.escape(name)}-[0-9a-f]{{12}}\.tar", other.name):
+            other.unlink(missing_ok=True)
 
 
 def _descriptor(media_type: str, blob: bytes) -> dict[str, object]:
@@ -362,10 +372,29 @@ def all_images(progress: Progress) -> list[Image]:
     return [pause(), coredns(), python_base(progress), router(progress)]
 
 
+# Left free after an import: the kubelet evicts pods below 1 % (config.py), and pods write logs and volumes.
+IMPORT_SPARE = 4 << 30
+
+
+def _check_room(where: Path, images: list[Image]) -> None:
+    """containerd keeps an imported archive's blobs and unpacks them into a snapshot: about twice its size.
+    Refuse before a full disk makes the kubelet evict the pods the import was for."""
+    needed = 2 * sum(image.archive.stat().st_size for image in images) + IMPORT_SPARE
+    free = shutil.disk_usage(where).free
+    if free < needed:
+        raise UserError(
+            f"importing {', '.join(i.ref for i in images)} needs about {needed / 2**30:.1f} GiB free at "
+            f"{where} (each archive twice, blobs and unpacked, and {IMPORT_SPARE >> 30} GiB spare); "
+            f"{free / 2**30:.1f} GiB is free. Free space on that disk (old clusters under "
+            f"{binaries.cache_dir() / 'real-clusters'}, old clones) and run again."
+        )
+
+
 def import_into(socket: Path, images: list[Image], progress: Progress) -> None:
     """Import the archives into containerd's k8s.io namespace (where the kubelet looks for images)."""
     ctr = [str(nodebins.path("ctr")), "--address", str(socket), "--namespace", "k8s.io"]
     env = {**os.environ, **nodebins.environment()}
+    _check_room(socket.parent, images)
     for image in images:
         progress(f"importing {image.ref}")
         proc = subprocess.run(
