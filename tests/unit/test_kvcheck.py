@@ -203,9 +203,10 @@ def test_crosspod_fails_without_hits() -> None:
     assert not outcome["ok"] and "no KV connector hit tokens" in outcome["summary"]
 
 
-def test_crosspod_fails_when_b_is_not_faster() -> None:
+def test_crosspod_judges_the_hits_and_only_reports_a_slower_b() -> None:
     outcome = _crosspod(b_hits=1024, b_delay=0.5)
-    assert not outcome["ok"] and "not faster" in outcome["summary"]
+    assert outcome["ok"], outcome
+    assert outcome["ttft_b_s"] > outcome["ttft_a_s"] and "B not faster than A" in outcome["summary"]
 
 
 def test_crosspod_names_the_missing_lmcache_metric() -> None:

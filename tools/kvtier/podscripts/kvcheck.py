@@ -265,7 +265,9 @@ def check_crosspod(
     settle_s: float = 1.0,
     timeout: float = 120.0,
 ) -> dict[str, Any]:
-    """One long prompt to replica A (cold), then to replica B: B must load it from the shared tier."""
+    """One long prompt to replica A (cold), then to replica B: B must load it from the shared tier. The
+    verdict is B's hit tokens; the two TTFTs are reported, not judged: one sample each on engines that
+    serve other traffic says little, and TTFT belongs to `kvtier bench`, which repeats and pairs them."""
     metrics_a, metrics_b = metrics_a or metrics_url(a), metrics_b or metrics_url(b)
     prompt = long_prompt(words)
     before_b = read_metrics(metrics_b, timeout)
@@ -292,8 +294,8 @@ def check_crosspod(
     if hits <= 0:
         summary = "B reported no KV connector hit tokens for A's prompt (shared L2 not reached); " + summary
     elif not faster:
-        summary += " (B not faster than A)"
-    return result("crosspod", hits > 0 and faster, summary, **details)
+        summary += " (B not faster than A in this one sample: compare with `kvtier bench`)"
+    return result("crosspod", hits > 0, summary, **details)
 
 
 def check_l2_files(directory: str, minimum: int = 1) -> dict[str, Any]:
