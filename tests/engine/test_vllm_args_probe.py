@@ -213,6 +213,7 @@ ACCEPTED_THIS_FAR: dict[str, Edit] = {
 
 def rendered_engine_args(values_file: str) -> list[list[str]]:
     """The vllm container args of every engine Deployment the chart renders for a values file."""
+    helm.build_dependencies(CHART)
     result = helm.run(
         ["template", "kv", str(CHART), "--values", str(paths.VALUES / values_file)], timeout=120
     )

@@ -183,6 +183,7 @@ def test_chart_end_splits_the_chart_flags_from_extra_args(argv: list[str], end: 
 def _render(sets: dict[str, str]) -> list[dict[str, Any]]:
     if not (paths.TOOLS_BIN / "helm3").exists():
         pytest.skip("the pinned Helm 3 is not installed (make tools)")
+    helm.build_dependencies(CHART)  # when this module runs alone, nothing else has packaged curvine
     args = [
         "template",
         "rel",

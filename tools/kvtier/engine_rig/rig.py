@@ -11,15 +11,12 @@ run on the replicas of kvtier.engine_rig.tiers, started from the chart's rendere
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 
 from kvtier import paths
 from kvtier.engine_rig import processes, router_flags
@@ -50,10 +47,6 @@ ENGINE_ENV = {
 }
 
 
-def _exit_on_sigterm(signum: int, _frame: object) -> None:
-    raise SystemExit(128 + signum)
-
-
 def engine_python() -> Path:
     python = ENGINE_VENV / "bin" / "python"
     if not python.exists() or not list(ENGINE_VENV.glob(".installed-*")):
@@ -81,27 +74,13 @@ class Replica:
 
 
 @dataclass
-class EngineRig:
+class EngineRig(processes.Rig):
     work_dir: Path
     replicas: int = 2
     log: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr))
     started: list[Replica] = field(default_factory=list)
     model_dir: Path | None = None
     last_router_flags: tuple[list[str], str] = ([], "")
-
-    def __enter__(self) -> EngineRig:
-        if threading.current_thread() is threading.main_thread():
-            # A plain SIGTERM (CI timeout, kill) must still run __exit__ and stop the engines.
-            signal.signal(signal.SIGTERM, _exit_on_sigterm)
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
-        self.stop()
 
     def engine_argv(self, port: int, events_port: int) -> list[str]:
         assert self.model_dir is not None

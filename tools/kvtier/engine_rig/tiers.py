@@ -66,7 +66,7 @@ def rig_overlay(chunk_size: int, backend: str = "lmcache") -> dict[str, Any]:
 
 
 @dataclass
-class TieredRig:
+class TieredRig(processes.Rig):
     work_dir: Path
     replicas: int = 2
     chunk_size: int = 256
@@ -76,17 +76,6 @@ class TieredRig:
     l2_dir: Path | None = None
     engine: rendered.RenderedEngine | None = None
     pod_names: list[str] = field(default_factory=list)
-
-    def __enter__(self) -> TieredRig:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.stop()
 
     def start(self) -> None:
         generate_model(self.work_dir / "models" / MODEL_NAME)

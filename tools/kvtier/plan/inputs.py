@@ -9,6 +9,7 @@ from kvtier.errors import UserError
 from kvtier.plan.capacity import DTYPE_BYTES, Deployment, ModelSpec, gpu_for, known_model, quantity_bytes
 from kvtier.plan.facts import GIB, KNOWN_MODELS
 from kvtier.upstream import vllm_args
+from kvtier.values import lookup
 
 # Defaults of the umbrella chart (values.yaml) for what `cache.l1.size: auto` subtracts from the memory limit.
 DEFAULT_HEADROOM = "16Gi"  # cache.l1.headroom: vLLM itself (Python, CUDA context, tokenizer, buffers)
@@ -18,22 +19,14 @@ MIN_L1_GIB = 1.0  # the chart refuses `auto` below this
 
 def l1_budget_gib(values: dict[str, Any], memory_limit: Any) -> float:
     """Largest L1 that fits a pod memory limit: limit - /dev/shm - headroom (the chart's `auto`)."""
-    headroom = quantity_bytes(_get(values, "cache", "l1", "headroom", default=DEFAULT_HEADROOM))
-    shm = quantity_bytes(_get(values, "engine", "shmSize", default=DEFAULT_SHM))
+    headroom = quantity_bytes(lookup(values, "cache", "l1", "headroom", default=DEFAULT_HEADROOM))
+    shm = quantity_bytes(lookup(values, "engine", "shmSize", default=DEFAULT_SHM))
     return max((quantity_bytes(memory_limit) - headroom - shm) / GIB, 0.0)
-
-
-def _get(tree: Any, *keys: str, default: Any = None) -> Any:
-    for key in keys:
-        if not isinstance(tree, dict) or key not in tree:
-            return default
-        tree = tree[key]
-    return tree
 
 
 def _usable_fraction(cache: dict[str, Any], l2_gib: float) -> float:
     """Share of L2 kept by eviction: the high watermark, a percentage or a size (of the claim)."""
-    eviction = _get(cache, "l2", "eviction", default={}) or {}
+    eviction = lookup(cache, "l2", "eviction", default={}) or {}
     if not eviction.get("enabled", True):
         return 1.0
     high = str(eviction.get("highWatermark") or "100%")
@@ -82,9 +75,9 @@ def deployments(
         gpus = int(entry.get("gpusPerReplica") or 1)
         gpu = gpu_for(entry.get("instanceType"))
         memory = gpu_mem_gib if gpu_mem_gib is not None else (gpu[2] if gpu else 0.0)
-        l1_size = _get(cache, "l1", "size", default=0)
-        l1_enabled = _get(cache, "l1", "enabled", default=True)
-        limit = _get(entry, "resources", "limits", "memory")
+        l1_size = lookup(cache, "l1", "size", default=0)
+        l1_enabled = lookup(cache, "l1", "enabled", default=True)
+        limit = lookup(entry, "resources", "limits", "memory")
         if not l1_enabled:
             l1 = 0.0
         elif l1_size == "auto":
@@ -92,8 +85,8 @@ def deployments(
         else:
             l1 = float(l1_size or 0)
         l2 = 0.0
-        if _get(cache, "l2", "enabled", default=False):
-            l2 = quantity_bytes(_get(cache, "l2", "claim", "size", default=0)) / GIB
+        if lookup(cache, "l2", "enabled", default=False):
+            l2 = quantity_bytes(lookup(cache, "l2", "claim", "size", default=0)) / GIB
         usable = _usable_fraction(cache, l2)
         notes = (
             []

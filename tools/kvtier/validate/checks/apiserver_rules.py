@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from kvtier import quantity
+from kvtier.manifests import container_paths, pod_templates, subject
 from kvtier.shapes import mapping, sequence
-from kvtier.validate.checks.kubelet_rules import containers, pod_templates, subject
 from kvtier.validate.rules import Hit, ManifestsContext, rule
 
 ACCESS_MODES = ("ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod")
@@ -32,8 +32,8 @@ ACCESS_MODES = ("ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce", "ReadWriteOnce
     "privileged",
 )
 def escalation_contradiction(ctx: ManifestsContext) -> Iterator[Hit]:
-    for m, where, spec in pod_templates(ctx):
-        for path, c in containers(spec, where):
+    for m, where, spec in pod_templates(ctx.manifests):
+        for path, c in container_paths(spec, where):
             sc = mapping(c.get("securityContext"))
             if sc.get("allowPrivilegeEscalation") is not False:
                 continue
@@ -61,7 +61,7 @@ def escalation_contradiction(ctx: ManifestsContext) -> Iterator[Hit]:
     remedy="give the mount a path no other mount of the container uses, and mount only declared volumes",
 )
 def volume_mounts(ctx: ManifestsContext) -> Iterator[Hit]:
-    for m, where, spec in pod_templates(ctx):
+    for m, where, spec in pod_templates(ctx.manifests):
         declared: set[Any] = set()
         for i, volume in enumerate(sequence(spec.get("volumes"))):
             name = mapping(volume).get("name")
@@ -75,7 +75,7 @@ def volume_mounts(ctx: ManifestsContext) -> Iterator[Hit]:
         if m.get("kind") == "StatefulSet":  # each claim template is a volume of its pods
             templates = sequence(mapping(m.get("spec")).get("volumeClaimTemplates"))
             declared.update(mapping(mapping(t).get("metadata")).get("name") for t in templates)
-        for path, c in containers(spec, where):
+        for path, c in container_paths(spec, where):
             seen: set[Any] = set()
             for i, mount in enumerate(sequence(c.get("volumeMounts"))):
                 mount = mapping(mount)
@@ -106,10 +106,10 @@ def volume_mounts(ctx: ManifestsContext) -> Iterator[Hit]:
     remedy="drop hostPort, or set it to the containerPort, when hostNetwork is true",
 )
 def hostnetwork_ports(ctx: ManifestsContext) -> Iterator[Hit]:
-    for m, where, spec in pod_templates(ctx):
+    for m, where, spec in pod_templates(ctx.manifests):
         if spec.get("hostNetwork") is not True:
             continue
-        for path, c in containers(spec, where):
+        for path, c in container_paths(spec, where):
             for i, port in enumerate(sequence(c.get("ports"))):
                 port = mapping(port)
                 host = port.get("hostPort")
@@ -153,8 +153,8 @@ def _env_problems(var: dict[str, Any]) -> Iterator[tuple[str, str]]:
     "the chart sets) and either a value or a valueFrom with exactly one source",
 )
 def env_vars(ctx: ManifestsContext) -> Iterator[Hit]:
-    for m, where, spec in pod_templates(ctx):
-        for path, c in containers(spec, where):
+    for m, where, spec in pod_templates(ctx.manifests):
+        for path, c in container_paths(spec, where):
             seen: set[Any] = set()
             for i, var in enumerate(sequence(c.get("env"))):
                 name = mapping(var).get("name")
@@ -186,7 +186,7 @@ def _claim_specs(m: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 def _ephemeral_claims(ctx: ManifestsContext) -> Iterator[tuple[dict[str, Any], str, dict[str, Any]]]:
-    for m, where, spec in pod_templates(ctx):
+    for m, where, spec in pod_templates(ctx.manifests):
         for i, volume in enumerate(sequence(spec.get("volumes"))):
             template = mapping(mapping(mapping(volume).get("ephemeral")).get("volumeClaimTemplate"))
             if template:

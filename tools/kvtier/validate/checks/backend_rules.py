@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from kvtier.upstream import vllm_offload
-from kvtier.validate.checks.values_rules import lookup
 from kvtier.validate.rules import Hit, ValuesContext, rule
+from kvtier.values import lookup
 
 NATIVE = "vllm-native"
 

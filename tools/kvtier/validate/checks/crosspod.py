@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 
+from kvtier.manifests import containers, pod_templates, subject
 from kvtier.upstream import vllm_args
-from kvtier.validate.checks.policy import containers, subject, workloads
 from kvtier.validate.findings import LMCACHE
 from kvtier.validate.layers import configs
 from kvtier.validate.rules import Hit, ManifestsContext, rule
@@ -41,8 +41,8 @@ def _argv(c: dict[str, Any]) -> list[str]:
 
 def engines(ctx: ManifestsContext) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
     """(manifest, container) of every vLLM engine: `vllm serve` or an LMCache config in its env."""
-    for m, spec in workloads(ctx):
-        for _, c in containers(spec):
+    for m, _, spec in pod_templates(ctx.manifests):
+        for _, _, c in containers(spec):
             argv = _argv(c)
             serving = any(a.endswith("vllm") for a in argv[:2]) and "serve" in argv
             if serving or "LMCACHE_CONFIG_FILE" in _env(c):

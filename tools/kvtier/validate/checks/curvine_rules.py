@@ -15,8 +15,8 @@ from typing import Any
 
 from kvtier import quantity
 from kvtier.upstream import curvine_config
-from kvtier.validate.checks.values_rules import lookup, model_entries
 from kvtier.validate.rules import Hit, ValuesContext, rule
+from kvtier.values import lookup, model_entries
 
 WORKER = ("curvine", "worker")
 # The taint effects that keep a pod off a node (PreferNoSchedule does not).

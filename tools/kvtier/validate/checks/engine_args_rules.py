@@ -14,12 +14,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from kvtier.manifests import subject
 from kvtier.upstream import vllm_args
 from kvtier.validate.checks.crosspod import engines
-from kvtier.validate.checks.policy import subject
-from kvtier.validate.checks.values_rules import extra_args, lookup, model_entries
 from kvtier.validate.inputs.loader import KeyPath, format_path
 from kvtier.validate.rules import Hit, ManifestsContext, ValuesContext, rule
+from kvtier.values import extra_args, lookup, model_entries
 
 MODEL = -1  # in a key path: the index of the model whose extraArgs are read
 

@@ -22,8 +22,8 @@ from typing import Any
 
 from kvtier import quantity
 from kvtier.plan.capacity import known_config
-from kvtier.validate.checks.values_rules import extra_args, lookup, model_entries, tensor_parallel_arg
 from kvtier.validate.rules import Hit, ValuesContext, rule
+from kvtier.values import extra_args, lookup, model_entries, tensor_parallel_arg
 
 CPU_BLOCK_MULTIPLE = 32  # vllm/v1/attention/backends/cpu_attn.py: MultipleOf(32)
 GPU_DEFAULT_BLOCK_SIZE = 16  # vllm/config/cache.py: CacheConfig.DEFAULT_BLOCK_SIZE

@@ -17,9 +17,9 @@ from kvtier import quantity
 from kvtier.podscripts import l2_evict
 from kvtier.upstream import curvine_config
 from kvtier.validate.checks import cron
-from kvtier.validate.checks.values_rules import lookup, model_entries
 from kvtier.validate.checks.workload_rules import instance_facts
 from kvtier.validate.rules import Hit, ValuesContext, rule
+from kvtier.values import lookup, model_entries
 
 EVICTION = ("cache", "l2", "eviction")
 

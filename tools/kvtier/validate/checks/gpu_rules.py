@@ -19,9 +19,9 @@ from typing import Any
 from kvtier.plan.capacity import DTYPE_BYTES, ModelSpec, known_config
 from kvtier.plan.facts import COMPUTE_CAPABILITY, GIB
 from kvtier.plan.inputs import kv_dtype_bytes
-from kvtier.validate.checks.values_rules import extra_args, model_entries
 from kvtier.validate.checks.workload_rules import _gpu_target, instance_facts
 from kvtier.validate.rules import Hit, ValuesContext, rule
+from kvtier.values import extra_args, model_entries
 
 # the pinned vLLM's vllm/platforms/cuda.py, CudaPlatform.check_if_supports_dtype (called by
 # vllm/v1/worker/gpu_worker.py Worker.init_device): bfloat16 below compute capability 8.0 raises "Bfloat16 is

@@ -10,8 +10,8 @@ import re
 from collections.abc import Iterator
 
 from kvtier.upstream import hyperpod_fields as facts
-from kvtier.validate.checks.values_rules import lookup
 from kvtier.validate.rules import Hit, ValuesContext, rule
+from kvtier.values import lookup
 
 SEMVER_TAG = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)")
 

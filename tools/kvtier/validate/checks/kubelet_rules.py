@@ -13,49 +13,11 @@ from fractions import Fraction
 from typing import Any
 
 from kvtier import quantity
+from kvtier.manifests import at, container_paths, pod_templates, subject
 from kvtier.validate.rules import Hit, ManifestsContext, rule
 
-# Where each kind keeps its pod spec, as a rendered field path.
-POD_SPEC = {
-    "Pod": "spec",
-    "Deployment": "spec.template.spec",
-    "StatefulSet": "spec.template.spec",
-    "DaemonSet": "spec.template.spec",
-    "ReplicaSet": "spec.template.spec",
-    "ReplicationController": "spec.template.spec",
-    "Job": "spec.template.spec",
-    "CronJob": "spec.jobTemplate.spec.template.spec",
-}
 MIB = 1 << 20
 _BYTES = ("memory", "ephemeral-storage")
-
-
-def subject(m: dict[str, Any]) -> str:
-    return f"{m.get('kind')}/{(m.get('metadata') or {}).get('name')}"
-
-
-def _at(tree: Any, dotted: str) -> Any:
-    for step in dotted.split("."):
-        tree = tree.get(step) if isinstance(tree, dict) else None
-    return tree
-
-
-def pod_templates(ctx: ManifestsContext) -> Iterator[tuple[dict[str, Any], str, dict[str, Any]]]:
-    """(manifest, field path of its pod spec, pod spec) of every rendered object that carries pods."""
-    for m in ctx.manifests:
-        where = POD_SPEC.get(str(m.get("kind"))) if isinstance(m, dict) else None
-        spec = _at(m, where) if where else None
-        if where and isinstance(spec, dict):
-            yield m, where, spec
-
-
-def containers(spec: dict[str, Any], where: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(field path, container) of every init container and container of a pod spec."""
-    for field in ("initContainers", "containers"):
-        listed = spec.get(field)
-        for i, c in enumerate(listed if isinstance(listed, list) else []):
-            if isinstance(c, dict):
-                yield f"{where}.{field}[{i}]", c
 
 
 def byte_resource(name: Any) -> bool:
@@ -112,14 +74,14 @@ def _fractional(resources: Any, path: str, who: str, m: dict[str, Any]) -> Itera
     "of bytes; never with m",
 )
 def byte_quantities_whole(ctx: ManifestsContext) -> Iterator[Hit]:
-    for m, where, spec in pod_templates(ctx):
+    for m, where, spec in pod_templates(ctx.manifests):
         yield from _fractional(spec.get("resources"), f"{where}.resources", "pod-level resources", m)
-        for path, c in containers(spec, where):
+        for path, c in container_paths(spec, where):
             yield from _fractional(c.get("resources"), f"{path}.resources", f"container {c.get('name')}", m)
     for m in ctx.manifests:
         # The HyperPod operator renders a Deployment from the endpoint's worker, resources unchanged.
         if isinstance(m, dict) and m.get("kind") == "InferenceEndpointConfig":
-            worker = _at(m, "spec.worker")
+            worker = at(m, "spec.worker")
             if isinstance(worker, dict):
                 yield from _fractional(worker.get("resources"), "spec.worker.resources", "worker", m)
 
@@ -159,10 +121,10 @@ def _level(field: str, container: str) -> str:
     "set runAsNonRoot: false where the container really must run as root",
 )
 def runasnonroot_root_uid(ctx: ManifestsContext) -> Iterator[Hit]:
-    for m, where, spec in pod_templates(ctx):
-        if _at(spec, "os.name") == "windows":
+    for m, where, spec in pod_templates(ctx.manifests):
+        if at(spec, "os.name") == "windows":
             continue  # Windows checks runAsUserName instead (security_context_windows.go)
-        for path, c in containers(spec, where):
+        for path, c in container_paths(spec, where):
             nonroot, nonroot_at = effective("runAsNonRoot", spec, where, c, path)
             uid, uid_at = effective("runAsUser", spec, where, c, path)
             if nonroot is True and _int(uid) == 0:
@@ -176,4 +138,4 @@ def runasnonroot_root_uid(ctx: ManifestsContext) -> Iterator[Hit]:
                 )
 
 
-__all__ = ["byte_resource", "containers", "effective", "pod_templates"]
+__all__ = ["byte_resource", "effective"]

@@ -13,9 +13,9 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from kvtier.validate.checks.values_rules import keyed
 from kvtier.validate.inputs.loader import KeyPath
 from kvtier.validate.rules import Hit, ValuesContext, rule
+from kvtier.values import keyed
 
 _NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from kvtier.validate.checks.values_rules import lookup
 from kvtier.validate.rules import Hit, ValuesContext, rule
+from kvtier.values import lookup
 
 SCRAPER_EXAMPLE = "[{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}}]"
 

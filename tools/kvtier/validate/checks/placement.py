@@ -17,10 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvtier import scheduling
+from kvtier.manifests import pod_templates, subject
 from kvtier.shapes import mapping
-from kvtier.validate.checks.kubelet_rules import pod_templates, subject
 from kvtier.validate.findings import Finding
-from kvtier.validate.rules import ManifestsContext
 
 PLACEMENT = "cluster placement"  # the check's row in the summary
 HYPERPOD_KIND = "InferenceEndpointConfig"
@@ -45,7 +44,7 @@ class Workload:
 def workloads(manifests: list[dict[str, Any]]) -> Iterator[Workload]:
     """Every rendered object that makes pods, with its pod spec; a HyperPod endpoint as the pods its
     operator creates (its instance type as the node label, its tolerations, the worker's resources)."""
-    for m, where, spec in pod_templates(ManifestsContext(manifests, "")):
+    for m, where, spec in pod_templates(manifests):
         if not spec.get("nodeName"):  # a pod bound by name skips the scheduler
             yield Workload(subject(m), where, spec, m.get("kind") == "DaemonSet")
     for m in manifests:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from kvtier.validate.checks.policy import containers, pod_spec, subject, workloads
+from kvtier.manifests import containers, pod_spec, pod_templates, subject
 from kvtier.validate.findings import POLICY
 from kvtier.validate.options import POD_SECURITY_LEVELS
 from kvtier.validate.rules import Hit, ManifestsContext, rule
@@ -52,7 +52,7 @@ def required_level(spec: dict[str, Any]) -> tuple[str, list[str]]:
         elif not set(v) <= RESTRICTED_VOLUMES:
             restricted.append(f"volume type {sorted(set(v) - RESTRICTED_VOLUMES)}")
     pod_sc = spec.get("securityContext") or {}
-    for _, c in containers(spec):
+    for _, _, c in containers(spec):
         sc = c.get("securityContext") or {}
         name = c.get("name")
         if sc.get("privileged"):
@@ -91,7 +91,7 @@ def required_level(spec: dict[str, Any]) -> tuple[str, list[str]]:
     "and tell kvtier with --pod-security NAMESPACE=LEVEL",
 )
 def pod_security(ctx: ManifestsContext) -> Iterator[Hit]:
-    for m, spec in workloads(ctx):
+    for m, _, spec in pod_templates(ctx.manifests):
         namespace = (m.get("metadata") or {}).get("namespace") or ctx.namespace
         allowed = ctx.pod_security.get(namespace)
         if allowed is None:

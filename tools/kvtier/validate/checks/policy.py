@@ -6,41 +6,12 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from kvtier.manifests import LONG_RUNNING, containers, pod_templates, subject
 from kvtier.validate.checks.secret_rules import is_literal
 from kvtier.validate.findings import POLICY
 from kvtier.validate.rules import Hit, ManifestsContext, rule
 
-WORKLOADS = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob", "Pod"}
-LONG_RUNNING = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet"}
 _SECRET_ENV = re.compile(r"(TOKEN|PASSWORD|PASSWD|API_KEY|APIKEY|SECRET_KEY|ACCESS_KEY|CLIENT_SECRET)$")
-
-
-def subject(m: dict[str, Any]) -> str:
-    return f"{m.get('kind')}/{(m.get('metadata') or {}).get('name')}"
-
-
-def pod_spec(m: dict[str, Any]) -> dict[str, Any] | None:
-    if m.get("kind") not in WORKLOADS:
-        return None
-    spec = m.get("spec") or {}
-    if m["kind"] == "Pod":
-        return spec
-    if m["kind"] == "CronJob":
-        spec = (spec.get("jobTemplate") or {}).get("spec") or {}
-    return ((spec.get("template") or {}).get("spec")) or {}
-
-
-def containers(spec: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
-    for field in ("initContainers", "containers"):
-        for c in spec.get(field) or []:
-            yield field, c
-
-
-def workloads(ctx: ManifestsContext) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
-    for m in ctx.manifests:
-        spec = pod_spec(m)
-        if spec is not None:
-            yield m, spec
 
 
 @rule(
@@ -51,8 +22,8 @@ def workloads(ctx: ManifestsContext) -> Iterator[tuple[dict[str, Any], dict[str,
     remedy="pin every image to a version tag or a digest",
 )
 def no_latest(ctx: ManifestsContext) -> Iterator[Hit]:
-    for m, spec in workloads(ctx):
-        for field, c in containers(spec):
+    for m, _, spec in pod_templates(ctx.manifests):
+        for field, _, c in containers(spec):
             image = str(c.get("image", ""))
             name = image.split("@")[0].rsplit("/", 1)[-1]
             if "@" not in image and (":" not in name or name.endswith(":latest") or name.endswith(":")):
@@ -71,8 +42,8 @@ def no_latest(ctx: ManifestsContext) -> Iterator[Hit]:
     remedy="set resources.requests (cpu, memory) and resources.limits.memory on every container",
 )
 def resources(ctx: ManifestsContext) -> Iterator[Hit]:
-    for m, spec in workloads(ctx):
-        for field, c in containers(spec):
+    for m, _, spec in pod_templates(ctx.manifests):
+        for field, _, c in containers(spec):
             res = c.get("resources") or {}
             missing = [k for k in ("cpu", "memory") if k not in (res.get("requests") or {})]
             missing += ["limits.memory"] if "memory" not in (res.get("limits") or {}) else []
@@ -92,8 +63,8 @@ def resources(ctx: ManifestsContext) -> Iterator[Hit]:
     remedy="set securityContext.allowPrivilegeEscalation: false and capabilities.drop: [ALL] per container",
 )
 def security_context(ctx: ManifestsContext) -> Iterator[Hit]:
-    for m, spec in workloads(ctx):
-        for field, c in containers(spec):
+    for m, _, spec in pod_templates(ctx.manifests):
+        for field, _, c in containers(spec):
             sc = c.get("securityContext")
             if not isinstance(sc, dict):
                 yield Hit(
@@ -128,7 +99,7 @@ def _served(ctx: ManifestsContext, m: dict[str, Any]) -> bool:
     "Service sends it traffic",
 )
 def probes(ctx: ManifestsContext) -> Iterator[Hit]:
-    for m, spec in workloads(ctx):
+    for m, _, spec in pod_templates(ctx.manifests):
         if m.get("kind") not in LONG_RUNNING:
             continue
         served = _served(ctx, m)
@@ -177,8 +148,8 @@ def no_inline_secrets(ctx: ManifestsContext) -> Iterator[Hit]:
             yield Hit(
                 "the chart renders a Secret with data (a secret value came from values)", subject=subject(m)
             )
-    for m, spec in workloads(ctx):
-        for field, c in containers(spec):
+    for m, _, spec in pod_templates(ctx.manifests):
+        for field, _, c in containers(spec):
             for env in c.get("env") or []:
                 # A $(NAME) reference is expanded by the kubelet from another variable: not a literal.
                 if _SECRET_ENV.search(str(env.get("name", ""))) and is_literal(env.get("value")):

@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvtier.cluster.common.rest import ApiException, Rest
+from kvtier.manifests import container_paths, pod_templates, subject
 from kvtier.shapes import mapping, sequence
-from kvtier.validate.checks.kubelet_rules import containers, pod_templates, subject
 from kvtier.validate.findings import Finding, Severity
-from kvtier.validate.rules import ManifestsContext
 
 REFERENCES = "cluster references"  # the check's row in the summary
 PATHS = {
@@ -57,7 +56,7 @@ def _pod_references(spec: dict[str, Any], where: str, who: str) -> Iterator[Refe
                 yield from _ref(kind, source, name_field, key, who, f"{at}.{field}")
         claim = volume.get("persistentVolumeClaim")
         yield from _ref("PersistentVolumeClaim", claim, "claimName", None, who, f"{at}.persistentVolumeClaim")
-    for path, c in containers(spec, where):
+    for path, c in container_paths(spec, where):
         for i, var in enumerate(sequence(c.get("env"))):
             source, at = mapping(mapping(var).get("valueFrom")), f"{path}.env[{i}].valueFrom"
             for kind, field in (("Secret", "secretKeyRef"), ("ConfigMap", "configMapKeyRef")):
@@ -74,9 +73,7 @@ def references(manifests: list[dict[str, Any]]) -> list[Reference]:
     """What the pod templates read from the namespace (env and envFrom sources, secret and configMap
     volumes with the keys their items name, claims), less what the release renders itself."""
     found = [
-        ref
-        for m, where, spec in pod_templates(ManifestsContext(manifests, ""))
-        for ref in _pod_references(spec, where, subject(m))
+        ref for m, where, spec in pod_templates(manifests) for ref in _pod_references(spec, where, subject(m))
     ]
     rendered = {
         (m.get("kind"), mapping(m.get("metadata")).get("name")) for m in manifests if isinstance(m, dict)

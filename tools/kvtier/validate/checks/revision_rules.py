@@ -17,8 +17,8 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from kvtier.validate.checks.values_rules import model_entries
 from kvtier.validate.rules import Hit, ValuesContext, rule
+from kvtier.values import model_entries
 
 COMMIT = re.compile(r"[0-9a-f]{40}")  # a full commit SHA, what the HyperPod operator's commitSHA takes too
 PRODUCTION_FILE = re.compile(r"prod(-.*)?\.ya?ml")

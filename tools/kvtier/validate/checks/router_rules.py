@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvtier import toolchain
-from kvtier.validate.checks.policy import containers, subject, workloads
+from kvtier.manifests import containers, pod_templates, subject
 from kvtier.validate.findings import Severity
 from kvtier.validate.rules import Hit, ManifestsContext, rule
 
@@ -166,8 +166,8 @@ def _mentions(item: str, flag: str) -> bool:
 def router_argvs(ctx: ManifestsContext) -> Iterator[tuple[dict[str, Any], dict[str, Any], list[str], int]]:
     """(manifest, container, arguments, how many of them are in `command` after vllm-router) of every
     rendered container that runs vllm-router."""
-    for m, spec in workloads(ctx):
-        for _, c in containers(spec):
+    for m, _, spec in pod_templates(ctx.manifests):
+        for _, _, c in containers(spec):
             command = [str(a) for a in c.get("command") or []]
             if command and command[0].rsplit("/", 1)[-1] == COMMAND:
                 yield m, c, command[1:] + [str(a) for a in c.get("args") or []], len(command) - 1

@@ -18,9 +18,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from kvtier.upstream import vllm_args
-from kvtier.validate.checks.values_rules import lookup, model_entries
 from kvtier.validate.inputs.loader import KeyPath, format_path
 from kvtier.validate.rules import Hit, ValuesContext, rule
+from kvtier.values import lookup, model_entries
 
 API_KEY = "--api-key"
 # vLLM's serve parser expands a unique prefix of an option (argparse's abbreviations); `--api-k` is the

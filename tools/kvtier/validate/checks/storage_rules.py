@@ -6,8 +6,8 @@ import posixpath
 from collections.abc import Iterator
 from typing import Any
 
-from kvtier.validate.checks.values_rules import INSTANCE_LABEL, lookup, model_entries
 from kvtier.validate.rules import Hit, ValuesContext, rule
+from kvtier.values import INSTANCE_LABEL, lookup, model_entries
 
 
 @rule(

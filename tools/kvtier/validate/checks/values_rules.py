@@ -10,8 +10,8 @@ from typing import Any
 
 from kvtier.errors import UserError
 from kvtier.plan.inputs import MIN_L1_GIB, l1_budget_gib
-from kvtier.upstream import vllm_args
 from kvtier.validate.rules import Hit, ValuesContext, rule
+from kvtier.values import extra_args, lookup, model_entries
 
 # Settings that must be identical in every engine pod for cross-pod hits (DESIGN.md section 4); the
 # bundle sets them once from `cache`, so a per-model override would split the pods.
@@ -32,46 +32,6 @@ SAME_MODEL_ARGS = (
     "--tensor-parallel-size",
     "--max-model-len",
 )
-INSTANCE_LABEL = "node.kubernetes.io/instance-type"  # how a model selects its instance type (standalone)
-
-
-def keyed(tree: Any, names: set[str], at: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], Any]]:
-    """(key path, value) of every key in `names` anywhere in the tree, subcharts' values included; what
-    is below a match is not searched further."""
-    if isinstance(tree, dict):
-        for key, value in tree.items():
-            if key in names:
-                yield (*at, key), value
-            else:
-                yield from keyed(value, names, (*at, key))
-    elif isinstance(tree, list):
-        for i, item in enumerate(tree):
-            yield from keyed(item, names, (*at, i))
-
-
-def lookup(tree: Any, *keys: str, default: Any = None) -> Any:
-    for key in keys:
-        if not isinstance(tree, dict) or key not in tree:
-            return default
-        tree = tree[key]
-    return tree
-
-
-def model_entries(values: dict[str, Any]) -> Iterator[tuple[int, dict[str, Any]]]:
-    models = values.get("models")
-    if isinstance(models, list):
-        yield from ((i, m) for i, m in enumerate(models) if isinstance(m, dict))
-
-
-def extra_args(model: dict[str, Any]) -> vllm_args.Argv:
-    """A model's extraArgs as vLLM reads them (none when they are not a list: the schema reports that)."""
-    args = model.get("extraArgs")
-    return vllm_args.read(args if isinstance(args, list) else [])
-
-
-def tensor_parallel_arg(model: dict[str, Any]) -> str | None:
-    """The tensor parallel size a model's extraArgs give (in any spelling vLLM takes), if any."""
-    return extra_args(model).value("--tensor-parallel-size")
 
 
 def _env_names(env: Any) -> Iterator[tuple[int | str, str]]:

@@ -14,10 +14,10 @@ from typing import Any
 from kvtier import quantity
 from kvtier.plan.capacity import gpu_for
 from kvtier.plan.facts import GIB
-from kvtier.validate.checks.values_rules import keyed, lookup, model_entries
 from kvtier.validate.findings import Severity
 from kvtier.validate.inputs.loader import KeyPath
 from kvtier.validate.rules import Hit, ManifestsContext, ValuesContext, rule
+from kvtier.values import keyed, lookup, model_entries
 
 
 def resource_blocks(tree: Any) -> Iterator[tuple[KeyPath, dict[str, Any]]]:

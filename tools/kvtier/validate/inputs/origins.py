@@ -17,6 +17,7 @@ from typing import Any
 from kvtier import paths
 from kvtier.validate.inputs import loader, merge
 from kvtier.validate.inputs.loader import KeyPath, Loaded, format_path
+from kvtier.values import lookup
 
 ABSENT = object()
 
@@ -33,15 +34,7 @@ class Spot:
 
 def value_at(data: Any, path: KeyPath) -> Any:
     """The value at a key path, or ABSENT (a null is a value)."""
-    node = data
-    for part in path:
-        inside = (
-            part in node if isinstance(node, dict) else isinstance(node, list) and part in range(len(node))
-        )
-        if not inside:
-            return ABSENT
-        node = node[part]
-    return node
+    return lookup(data, *path, default=ABSENT)
 
 
 def shown(path: Path) -> str:

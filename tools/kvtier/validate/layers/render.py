@@ -63,24 +63,14 @@ def template(
     )
 
 
-def render(
-    values_file: Path,
-    major: int,
-    release: str,
-    namespace: str,
-    kube_version: str,
-    chart: Path | None = None,
-    overlay: Sequence[str] = (),
-) -> Render:
+def render(one: helm.Template) -> Render:
     """One render; Helm's refusal is the Render's error. Its documents are shared between renders: read
     them, never change them."""
     try:
-        rendered = template(values_file, major, release, namespace, kube_version, chart, overlay).render(
-            shared=True, timeout=TIMEOUT_S
-        )
+        rendered = one.render(shared=True, timeout=TIMEOUT_S)
     except helm.TemplateError as error:
-        return Render(major, error=str(error))
-    return Render(major, rendered.manifests, rendered.sources)
+        return Render(one.major, error=str(error))
+    return Render(one.major, rendered.manifests, rendered.sources)
 
 
 @dataclass
@@ -108,7 +98,7 @@ def start(
     pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="helm")
     pending = [
         [
-            pool.submit(render, path, major, release, namespace, kube_version, None, overlay)
+            pool.submit(render, template(path, major, release, namespace, kube_version, overlay=overlay))
             for major in majors
         ]
         for path in files
