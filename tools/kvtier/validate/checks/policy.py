@@ -14,6 +14,19 @@ from kvtier.validate.rules import Hit, ManifestsContext, rule
 _SECRET_ENV = re.compile(r"(TOKEN|PASSWORD|PASSWD|API_KEY|APIKEY|SECRET_KEY|ACCESS_KEY|CLIENT_SECRET)$")
 
 
+def each_container(ctx: ManifestsContext) -> Iterator[tuple[dict[str, Any], str, dict[str, Any]]]:
+    """(manifest, field, container) of every init container and container the render's pods run."""
+    for m, _, spec in pod_templates(ctx.manifests):
+        for field, _, c in containers(spec):
+            yield m, field, c
+
+
+def container_hit(m: dict[str, Any], field: str, c: dict[str, Any], what: str, under: str = "") -> Hit:
+    """A finding on container `c` (named by its name, as provenance reads it), at `under` inside it."""
+    name = c.get("name")
+    return Hit(f"container {name} {what}", subject=subject(m), manifest_path=f"spec.{field}[{name}]{under}")
+
+
 @rule(
     "image-no-latest",
     scope="manifests",
@@ -22,16 +35,11 @@ _SECRET_ENV = re.compile(r"(TOKEN|PASSWORD|PASSWD|API_KEY|APIKEY|SECRET_KEY|ACCE
     remedy="pin every image to a version tag or a digest",
 )
 def no_latest(ctx: ManifestsContext) -> Iterator[Hit]:
-    for m, _, spec in pod_templates(ctx.manifests):
-        for field, _, c in containers(spec):
-            image = str(c.get("image", ""))
-            name = image.split("@")[0].rsplit("/", 1)[-1]
-            if "@" not in image and (":" not in name or name.endswith(":latest") or name.endswith(":")):
-                yield Hit(
-                    f"container {c.get('name')} uses image {image!r}",
-                    subject=subject(m),
-                    manifest_path=f"spec.{field}[{c.get('name')}].image",
-                )
+    for m, field, c in each_container(ctx):
+        image = str(c.get("image", ""))
+        name = image.split("@")[0].rsplit("/", 1)[-1]
+        if "@" not in image and (":" not in name or name.endswith(":latest") or name.endswith(":")):
+            yield container_hit(m, field, c, f"uses image {image!r}", ".image")
 
 
 @rule(
@@ -42,17 +50,12 @@ def no_latest(ctx: ManifestsContext) -> Iterator[Hit]:
     remedy="set resources.requests (cpu, memory) and resources.limits.memory on every container",
 )
 def resources(ctx: ManifestsContext) -> Iterator[Hit]:
-    for m, _, spec in pod_templates(ctx.manifests):
-        for field, _, c in containers(spec):
-            res = c.get("resources") or {}
-            missing = [k for k in ("cpu", "memory") if k not in (res.get("requests") or {})]
-            missing += ["limits.memory"] if "memory" not in (res.get("limits") or {}) else []
-            if missing:
-                yield Hit(
-                    f"container {c.get('name')} lacks {', '.join(missing)}",
-                    subject=subject(m),
-                    manifest_path=f"spec.{field}[{c.get('name')}].resources",
-                )
+    for m, field, c in each_container(ctx):
+        res = c.get("resources") or {}
+        missing = [k for k in ("cpu", "memory") if k not in (res.get("requests") or {})]
+        missing += ["limits.memory"] if "memory" not in (res.get("limits") or {}) else []
+        if missing:
+            yield container_hit(m, field, c, f"lacks {', '.join(missing)}", ".resources")
 
 
 @rule(
@@ -63,21 +66,14 @@ def resources(ctx: ManifestsContext) -> Iterator[Hit]:
     remedy="set securityContext.allowPrivilegeEscalation: false and capabilities.drop: [ALL] per container",
 )
 def security_context(ctx: ManifestsContext) -> Iterator[Hit]:
-    for m, _, spec in pod_templates(ctx.manifests):
-        for field, _, c in containers(spec):
-            sc = c.get("securityContext")
-            if not isinstance(sc, dict):
-                yield Hit(
-                    f"container {c.get('name')} has no securityContext",
-                    subject=subject(m),
-                    manifest_path=f"spec.{field}[{c.get('name')}]",
-                )
-            elif not sc.get("privileged") and sc.get("allowPrivilegeEscalation") is not False:
-                yield Hit(
-                    f"container {c.get('name')} does not set allowPrivilegeEscalation: false",
-                    subject=subject(m),
-                    manifest_path=f"spec.{field}[{c.get('name')}].securityContext",
-                )
+    for m, field, c in each_container(ctx):
+        sc = c.get("securityContext")
+        if not isinstance(sc, dict):
+            yield container_hit(m, field, c, "has no securityContext")
+        elif not sc.get("privileged") and sc.get("allowPrivilegeEscalation") is not False:
+            yield container_hit(
+                m, field, c, "does not set allowPrivilegeEscalation: false", ".securityContext"
+            )
 
 
 def _served(ctx: ManifestsContext, m: dict[str, Any]) -> bool:
@@ -148,13 +144,9 @@ def no_inline_secrets(ctx: ManifestsContext) -> Iterator[Hit]:
             yield Hit(
                 "the chart renders a Secret with data (a secret value came from values)", subject=subject(m)
             )
-    for m, _, spec in pod_templates(ctx.manifests):
-        for field, _, c in containers(spec):
-            for env in c.get("env") or []:
-                # A $(NAME) reference is expanded by the kubelet from another variable: not a literal.
-                if _SECRET_ENV.search(str(env.get("name", ""))) and is_literal(env.get("value")):
-                    yield Hit(
-                        f"container {c.get('name')} env {env['name']} has a literal value",
-                        subject=subject(m),
-                        manifest_path=f"spec.{field}[{c.get('name')}].env[{env['name']}]",
-                    )
+    for m, field, c in each_container(ctx):
+        for env in c.get("env") or []:
+            # A $(NAME) reference is expanded by the kubelet from another variable: not a literal.
+            if _SECRET_ENV.search(str(env.get("name", ""))) and is_literal(env.get("value")):
+                name = env["name"]
+                yield container_hit(m, field, c, f"env {name} has a literal value", f".env[{name}]")
