@@ -47,6 +47,21 @@ def test_a_mapping_the_chart_extended_is_found_by_its_values_keys() -> None:
     assert key == ("curvine", "worker", "securityContext")
 
 
+def test_a_container_named_in_brackets_is_the_item_of_that_name() -> None:
+    """The rules on rendered objects name containers (`containers[router]`), not index them."""
+    values = {"router": {"extraArgs": ["--port", "9000"]}}
+    router = {"name": "router", "args": ["--host", "0.0.0.0", "--port", "8080", "--port", "9000"]}
+    manifest = {"spec": {"template": {"spec": {"containers": [{"name": "sidecar"}, router]}}}}
+    field = "spec.template.spec.containers[router].args[4]"
+    assert provenance.at(manifest, provenance.steps(field)) == "--port"
+    assert provenance.trace(field, "overrides the chart's --port", manifest, values) == (
+        "router",
+        "extraArgs",
+        0,
+    )
+    assert provenance.at(manifest, provenance.steps("spec.template.spec.containers[absent].args")) is None
+
+
 def test_nothing_is_claimed_for_a_field_no_value_produced() -> None:
     manifest = {"metadata": {"name": "x_y"}, "spec": {"replicas": 7}}
     assert provenance.trace("metadata.name", 'Invalid value: "x_y"', manifest, VALUES) is None

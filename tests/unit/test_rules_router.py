@@ -286,3 +286,51 @@ def test_hyperpod_and_cpu_are_not_judged() -> None:
 def test_the_chart_default_passes() -> None:
     default = yaml.safe_load((CHART / "values.yaml").read_text())["engine"]["shmSize"]
     assert _shm(default, 8) == []
+
+
+# -- router-args-reserved ---------------------------------------------------------------------------------
+
+
+def _reserved(*manifests: dict[str, Any]) -> list[Any]:
+    return catalogue.run_manifests(
+        ManifestsContext(list(manifests), "kv"), "env.yaml", only=["router-args-reserved"]
+    )
+
+
+@pytest.mark.usefixtures("router_parser")
+@pytest.mark.parametrize(
+    ("extra", "flag", "effective"),
+    [
+        (["--port", "9000"], "--port", 9000),
+        (["--port=9001"], "--port", 9001),  # argparse's `=` spelling
+        (["--prometheus-port", "1234"], "--prometheus-port", 1234),
+        (["--cache-threshold", "0.5", "--policy", "random"], "--policy", "random"),
+        (
+            ["--service-discovery-port", "9", "--service-discovery-port", "8001"],
+            "--service-discovery-port",
+            8001,
+        ),
+    ],
+)
+def test_an_extra_arg_that_replaces_a_chart_flag_is_named_with_both_values(
+    extra: list[str], flag: str, effective: Any
+) -> None:
+    [finding] = _reserved(_router([*CHART_ARGS, *extra]))
+    at = max(i for i, item in enumerate(extra) if item.split("=")[0] == flag)
+    chart = CHART_ARGS[CHART_ARGS.index(flag) + 1]
+    assert f"router.extraArgs[{at}] {extra[at]!r} overrides the chart's {flag}" in finding.message
+    assert f"becomes {effective!r}" in finding.message and repr(chart).strip("'") in finding.message
+    assert finding.path == f"spec.template.spec.containers[router].args[{len(CHART_ARGS) + at}]"
+
+
+@pytest.mark.usefixtures("router_parser")
+@pytest.mark.parametrize(
+    "extra",
+    [
+        [],
+        ["--cache-threshold", "0.5"],  # a flag the chart does not render
+        ["--port", "8000"],  # the chart's own value again changes nothing
+    ],
+)
+def test_extra_args_that_leave_the_chart_flags_alone_pass(extra: list[str]) -> None:
+    assert _reserved(_router([*CHART_ARGS, *extra])) == []

@@ -62,7 +62,9 @@ def tokenizer_for(plan: BenchPlan, model: str, console: Console) -> prompts.Toke
         count("probe")
         return count
     except kvcheck.CheckError as error:
-        console.print(f"[yellow]prompt lengths are estimates (1 token per word): {error}")
+        console.print(
+            f"prompt lengths are estimates (1 token per word): {error}", style="yellow", markup=False
+        )
         return None
 
 
@@ -74,7 +76,9 @@ def execute(plan: BenchPlan, console: Console) -> dict[str, Any]:
     results["started"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     results["skipped"] = plan.skipped()
     for skipped in results["skipped"]:
-        console.print(f"[yellow]{skipped['case']} skipped: {skipped['reason']}", highlight=False)
+        console.print(
+            f"{skipped['case']} skipped: {skipped['reason']}", style="yellow", highlight=False, markup=False
+        )
     columns = (TextColumn("{task.description:<32}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as progress:
         task = progress.add_task("bench", total=plan.steps())

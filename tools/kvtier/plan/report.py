@@ -22,7 +22,7 @@ def print_table(result: dict[str, Any]) -> None:
             f"{m['chunk_file_bytes']:,} B"
         )
         for note in m["notes"]:
-            console.print(f"  note: {note}", style="yellow")
+            console.print(f"  note: {note}", style="yellow", markup=False)
         tiers = Table(title="capacity (L0, L1 per replica; L2 shared)", title_justify="left")
         for col in (
             "tier",

@@ -7,6 +7,7 @@ from collections import Counter
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from kvtier.preflight.model import Result
 from kvtier.preflight.rules import RULES
@@ -37,7 +38,8 @@ def print_table(results: list[Result], console: Console | None = None) -> None:
         table.add_column(column, overflow="fold")
     for r in results:
         remedy = RULES[r.rule].remedy if r.status in ("warn", "fail") else ""
-        table.add_row(r.rule, f"[{STYLE[r.status]}]{r.status}[/]", r.detail, remedy)
+        # Text, never markup: details quote cluster names and values that may hold brackets.
+        table.add_row(Text(r.rule), Text(r.status, style=STYLE[r.status]), Text(r.detail), Text(remedy))
     console.print(table)
     counts = Counter(r.status for r in results)
     console.print(", ".join(f"{counts[s]} {s}" for s in ("pass", "warn", "fail", "skip") if counts[s]))

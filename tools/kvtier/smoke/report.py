@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from kvtier.smoke.checks import FAIL, PASS, SKIP
 
@@ -15,6 +16,7 @@ def table(outcomes: list[dict[str, Any]]) -> Table:
         rows.add_column(column)
     style = {PASS: "green", FAIL: "red", SKIP: "yellow"}
     for o in outcomes:
-        status = f"[{style[o['status']]}]{o['status']}"
-        rows.add_row(o["id"], status, o["summary"], o.get("remedy", ""))
+        # Text, never markup: summaries quote model names and engine answers.
+        status = Text(o["status"], style=style[o["status"]])
+        rows.add_row(Text(o["id"]), status, Text(o["summary"]), Text(o.get("remedy", "")))
     return rows

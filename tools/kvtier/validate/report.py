@@ -33,7 +33,7 @@ def summary(reports: list[FileReport]) -> tuple[Table, list[str]]:
     table = Table(title="kvtier validate: summary per environment", title_justify="left")
     table.add_column("check", style="bold", no_wrap=True)  # a check name is what readers scan for
     for r in reports:
-        table.add_column(_name(r.file), overflow="fold")
+        table.add_column(Text(_name(r.file)), overflow="fold")
     notes: list[str] = []
     for check in _order(reports):
         cells = []
@@ -51,7 +51,7 @@ def summary(reports: list[FileReport]) -> tuple[Table, list[str]]:
                 notes.append(detail)
             label = mark if status.status != "skipped" else "skipped"
             cells.append(Text(f"{label} [{notes.index(detail) + 1}]", style=STYLE.get(status.status, "dim")))
-        table.add_row(check, *cells)
+        table.add_row(Text(check), *cells)
     return table, notes
 
 
@@ -84,18 +84,19 @@ def _grouped(findings: list[Finding]) -> list[tuple[Finding, str, str]]:
 
 
 def findings_table(report: FileReport) -> Table:
-    table = Table(title=f"{report.file}: {len(report.findings)} finding(s)", title_justify="left")
+    table = Table(title=Text(f"{report.file}: {len(report.findings)} finding(s)"), title_justify="left")
     for column in ("where", "check", "key / object", "problem", "fix"):
         table.add_column(column, overflow="fold")
     for f, check, message in _grouped(report.findings):
         where = f"{Path(f.file).name}:{f.line}:{f.column}" if f.line else (f.subject or Path(f.file).name)
         problem = message + (f"\nexpected: {f.expected}" if f.expected else "")
+        # Text, never markup: values paths and messages carry brackets (`models[qwen2-7b]`, `[ALL]`).
         table.add_row(
-            where,
-            f"{check}\n[dim]{f.rule}[/dim]",
-            f.path,
-            problem,
-            f.suggestion or "",
+            Text(where),
+            Text.assemble(f"{check}\n", (f.rule, "dim")),
+            Text(f.path),
+            Text(problem),
+            Text(f.suggestion or ""),
             style="red" if f.severity == "error" else "yellow",
         )
     return table
@@ -143,5 +144,5 @@ def print_rules(listed: list[dict[str, str]], console: Console | None = None) ->
     for column in ("id", "reads", "reported under", "why", "what to do"):
         table.add_column(column, overflow="fold")
     for r in listed:
-        table.add_row(r["id"], r["scope"], r["row"], r["reason"], r["remedy"])
+        table.add_row(*(Text(r[k]) for k in ("id", "scope", "row", "reason", "remedy")))
     (console or Console(width=max(Console().width, 140))).print(table)

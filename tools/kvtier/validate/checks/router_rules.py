@@ -53,6 +53,23 @@ CHART_FLAGS: tuple[tuple[str, int | str], ...] = (
     ("--api-key", 1),
 )
 REPEATED = {"--kv-event-source"}
+# Where the user sets what each chart flag carries: the remedy when router.extraArgs overrides one.
+CHART_KEYS = {
+    "--host": "nothing (the router listens on every address, for its Service)",
+    "--port": "router.port (the Service and the probes use it too)",
+    "--policy": "routing.strategy",
+    "--prometheus-host": "nothing (the metrics listen on every address, for the ServiceMonitor)",
+    "--prometheus-port": "router.metricsPort (the metrics Service and ServiceMonitor use it too)",
+    "--worker-urls": "router.discovery.staticWorkers",
+    "--service-discovery": "router.discovery.mode",
+    "--selector": "nothing (the chart selects this release's engines of the model)",
+    "--service-discovery-namespace": "nothing (the router's Role reads the release namespace only)",
+    "--service-discovery-port": "engine.port",
+    "--kv-event-source": "router.discovery.staticWorkers[].kvEvents",
+    "--kv-event-model": "the model's `model`",
+    "--kv-event-block-size": "the model's --block-size in its extraArgs",
+    "--api-key": "auth.apiKeySecret",
+}
 _ORDER = {flag: n for n, (flag, _) in enumerate(CHART_FLAGS)}
 _ARITY = dict(CHART_FLAGS)
 _FLAG = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
@@ -171,6 +188,48 @@ def router_argvs(ctx: ManifestsContext) -> Iterator[tuple[dict[str, Any], dict[s
             command = [str(a) for a in c.get("command") or []]
             if command and command[0].rsplit("/", 1)[-1] == COMMAND:
                 yield m, c, command[1:] + [str(a) for a in c.get("args") or []], len(command) - 1
+
+
+def overridden(parse: Parse, argv: list[str], end: int) -> Iterator[tuple[str, Any, Any]]:
+    """(flag, chart's value, effective value) of each chart flag whose value router.extraArgs change, as
+    vllm-router's own parser reads both argvs: the last repeat wins, in any spelling argparse takes (an
+    unambiguous prefix, `--flag=value`). Nothing when either argv does not parse (router-args-parse)."""
+    with _quiet():
+        try:
+            chart, full = parse(list(argv[:end])), parse(list(argv))
+        except (SystemExit, ValueError, TypeError):
+            return
+    for flag in dict.fromkeys(a for a in argv[:end] if a in _ORDER):
+        field = flag[2:].replace("-", "_")
+        if hasattr(chart, field) and getattr(chart, field) != getattr(full, field, None):
+            yield flag, getattr(chart, field), getattr(full, field, None)
+
+
+@rule(
+    "router-args-reserved",
+    scope="manifests",
+    reason="router.extraArgs come after the chart's own router flags and vllm-router's parser keeps the last "
+    "value: a second --port, --policy or discovery flag (in any spelling it takes) silently replaces the "
+    "chart's, while the Service, the probes, the metrics scrape and the routing settings keep the chart's",
+    remedy="remove the flag from router.extraArgs and set the chart key that renders it",
+)
+def router_args_reserved(ctx: ManifestsContext) -> Iterator[Hit]:
+    found = _parser()
+    if found is None:
+        return
+    parse, version = found
+    for m, c, argv, lead in router_argvs(ctx):
+        end = chart_end(argv)
+        for flag, chart, effective in overridden(parse, argv, end):
+            extra = argv[end:]
+            at = next((j for j, item in reversed(list(enumerate(extra))) if _mentions(item, flag)), 0)
+            yield Hit(
+                f"{subject(m)} container {c.get('name')}: router.extraArgs[{at}] {extra[at]!r} overrides the "
+                f"chart's {flag} ({chart!r} becomes {effective!r} in vllm-router {version}); set "
+                f"{CHART_KEYS.get(flag, 'the chart key that renders it')} instead",
+                subject=subject(m),
+                manifest_path=f"spec.template.spec.containers[{c.get('name')}].args[{end + at - lead}]",
+            )
 
 
 @rule(

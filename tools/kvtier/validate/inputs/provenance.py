@@ -35,9 +35,15 @@ def steps(field_path: str) -> list[str | int]:
 
 
 def at(tree: Any, path: list[str | int]) -> Any:
+    """The node at a rendered field path; a name in a list's brackets (`containers[router]`, as the rules
+    on rendered objects name containers) is the item whose `name` it is."""
     for step in path:
-        listed = isinstance(tree, list) and isinstance(step, int) and step < len(tree)
-        if listed or (isinstance(tree, dict) and step in tree):
+        if isinstance(tree, list):
+            if isinstance(step, str):
+                tree = next((i for i in tree if isinstance(i, dict) and i.get("name") == step), None)
+            else:
+                tree = tree[step] if step < len(tree) else None
+        elif isinstance(tree, dict) and step in tree:
             tree = tree[step]
         else:
             return None
