@@ -265,6 +265,12 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
         _model(gpusPerReplica=7),
         "tensor parallel size 7 and qwen2-7b's 4 KV heads do not divide one another",
     ),
+    "parallel-fits-gpus": (
+        _model(extraArgs=["-pp", "1"]),
+        _model(gpusPerReplica=2, extraArgs=["--pipeline_parallel_size=2"]),  # vLLM's spelling rules
+        "models[0] extraArgs[0] '--pipeline_parallel_size=2' asks for pipeline parallel size 2: "
+        "2 (tensor) x 2 (pipeline) = 4 GPU ranks, and the pod gets gpusPerReplica 2 GPU(s)",
+    ),
     "max-model-len-within-model": (
         _model(maxModelLen=32768),
         _model(maxModelLen=65536),

@@ -68,6 +68,35 @@ def tp_divides_heads(ctx: ValuesContext) -> Iterator[Hit]:
             )
 
 
+@rule(
+    "parallel-fits-gpus",
+    reason="vLLM runs tensor x pipeline parallel ranks, one GPU each; the chart gives every GPU of the pod "
+    "to tensor parallelism (--tensor-parallel-size = gpusPerReplica), so a --pipeline-parallel-size above "
+    "1 asks for more GPUs than the pod has: vLLM looks for a Ray cluster to place the other ranks on, "
+    "which the pod does not have, and the engine never starts",
+    remedy="remove --pipeline-parallel-size from extraArgs (or set it to 1) and give the model's GPUs "
+    "through gpusPerReplica",
+)
+def parallel_fits_gpus(ctx: ValuesContext) -> Iterator[Hit]:
+    # vllm/config/parallel.py: world_size = pipeline x tensor parallel size; with fewer CUDA devices than
+    # that on the node, ParallelConfig picks the Ray executor (multi-node) instead of multiprocessing.
+    if lookup(ctx.values, "engine", "accelerator") == "cpu":
+        return  # vLLM's CPU build runs ranks as processes, not one per GPU
+    for i, model in model_entries(ctx.values):
+        setting = extra_args(model).last("--pipeline-parallel-size")
+        gpus = model.get("gpusPerReplica", 1)
+        if setting is None or not str(setting.value or "").isdigit() or not isinstance(gpus, int):
+            continue  # unset, or a value vLLM's parser refuses (engine-args-parse)
+        pp = int(str(setting.value))
+        if pp > 1:
+            yield Hit(
+                f"models[{i}] extraArgs[{setting.index}] {setting.item!r} asks for pipeline parallel size "
+                f"{pp}: {gpus} (tensor) x {pp} (pipeline) = {gpus * pp} GPU ranks, and the pod gets "
+                f"gpusPerReplica {gpus} GPU(s)",
+                ("models", i, "extraArgs", setting.index),
+            )
+
+
 def _allows_long_context(values: dict[str, Any]) -> bool:
     for env in lookup(values, "engine", "extraEnv", default=[]) or []:
         if isinstance(env, dict) and env.get("name") == "VLLM_ALLOW_LONG_MAX_MODEL_LEN":
