@@ -271,6 +271,20 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
         "models[0] extraArgs[0] '--pipeline_parallel_size=2' asks for pipeline parallel size 2: "
         "2 (tensor) x 2 (pipeline) = 4 GPU ranks, and the pod gets gpusPerReplica 2 GPU(s)",
     ),
+    "hub-offline-with-hub-source": (
+        _set(
+            "engine",
+            "extraEnv",
+            value=[{"name": "HF_HUB_OFFLINE", "value": "0"}, {"name": "X", "value": "1"}],
+        ),
+        _set(
+            "engine",
+            "extraEnv",
+            value=[{"name": "HF_HUB_OFFLINE", "value": ""}, {"name": "TRANSFORMERS_OFFLINE", "value": "on"}],
+        ),
+        "engine.extraEnv[1] sets TRANSFORMERS_OFFLINE, and models[0] (Qwen/Qwen2-7B-Instruct) comes from the "
+        "Hugging Face Hub into an empty cache",
+    ),
     "max-model-len-within-model": (
         _model(maxModelLen=32768),
         _model(maxModelLen=65536),

@@ -19,6 +19,7 @@ from kvtier.validate.checks import (  # noqa: F401
     hyperpod_rules,
     kubelet_rules,
     metadata_rules,
+    model_source_rules,
     network_rules,
     podsecurity,
     policy,
