@@ -285,6 +285,11 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
         "engine.extraEnv[1] sets TRANSFORMERS_OFFLINE, and models[0] (Qwen/Qwen2-7B-Instruct) comes from the "
         "Hugging Face Hub into an empty cache",
     ),
+    "startup-budget-fits-load": (
+        _set("engine", "startupProbe", value={"periodSeconds": 5, "failureThreshold": 7}),
+        _set("engine", "startupProbe", value={"periodSeconds": 10, "failureThreshold": 3}),
+        "engine.startupProbe gives each engine 30 s to start; models[0] (qwen2-7b) has 14.2 GiB of weights",
+    ),
     "max-model-len-within-model": (
         _model(maxModelLen=32768),
         _model(maxModelLen=65536),

@@ -21,7 +21,7 @@ from kvtier.plan.facts import COMPUTE_CAPABILITY, GIB
 from kvtier.plan.inputs import kv_dtype_bytes
 from kvtier.validate.checks.workload_rules import _gpu_target, instance_facts
 from kvtier.validate.rules import Hit, ValuesContext, rule
-from kvtier.values import extra_args, model_entries
+from kvtier.values import extra_args, lookup, model_entries
 
 # the pinned vLLM's vllm/platforms/cuda.py, CudaPlatform.check_if_supports_dtype (called by
 # vllm/v1/worker/gpu_worker.py Worker.init_device): bfloat16 below compute capability 8.0 raises "Bfloat16 is
@@ -259,5 +259,52 @@ def gpu_memory_holds_weights(ctx: ValuesContext) -> Iterator[Hit]:
                 "(maxModelLen) needs before activations; vLLM refuses a max-model-len its KV cache cannot "
                 "hold",
                 ("models", i, "gpuMemoryUtilization"),
+                severity="warning",
+            )
+
+
+# The least an engine needs before /health answers, besides reading the weights: importing vLLM and starting
+# its engine core (40-90 s for the rig's tiny model on this project's CPU machines, tests/engine), and on a
+# GPU the CUDA graph capture. Both figures are deliberately low: below them no machine starts the engine.
+ENGINE_START_FLOOR_S = 30
+WEIGHTS_READ_GIB_S = 4.0  # a fast local NVMe; a Hub download (source.huggingface) is slower still
+
+
+def _startup_budget(values: dict[str, Any]) -> float | None:
+    """Seconds the kubelet waits for the first successful startup probe before it restarts the container."""
+    probe = lookup(values, "engine", "startupProbe")
+    if not isinstance(probe, dict):
+        return None
+    period, failures = probe.get("periodSeconds", 10), probe.get("failureThreshold", 3)
+    delay = probe.get("initialDelaySeconds", 0)
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in (period, failures, delay)):
+        return None  # the schema reports it
+    return delay + period * failures
+
+
+@rule(
+    "startup-budget-fits-load",
+    reason="the kubelet restarts an engine whose startup probe has not passed within initialDelaySeconds + "
+    "failureThreshold x periodSeconds; a budget below what reading the weights and starting vLLM take "
+    "restarts every engine before it serves, for ever (a warning: the floor assumes a fast disk)",
+    remedy="raise engine.startupProbe.failureThreshold (the chart's default budget is 180 x 10 s)",
+)
+def startup_budget_fits_load(ctx: ValuesContext) -> Iterator[Hit]:
+    budget = _startup_budget(ctx.values)
+    if budget is None:
+        return
+    for i, model in model_entries(ctx.values):
+        found = known_config(str(model.get("model") or ""))
+        if found is None or _sizes_changed(model):
+            continue
+        spec = ModelSpec.from_hf_config(*found)
+        weights_gib = spec.params * DTYPE_BYTES.get(_dtype(model), 2) / GIB
+        floor = ENGINE_START_FLOOR_S + weights_gib / WEIGHTS_READ_GIB_S
+        if budget < floor:
+            yield Hit(
+                f"engine.startupProbe gives each engine {budget:g} s to start; models[{i}] ({found[0]}) "
+                f"has {weights_gib:.1f} GiB of weights: at {WEIGHTS_READ_GIB_S:g} GiB/s and "
+                f"{ENGINE_START_FLOOR_S} s for vLLM itself that is at least {floor:.0f} s",
+                ("engine", "startupProbe"),
                 severity="warning",
             )
