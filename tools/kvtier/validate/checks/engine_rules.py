@@ -72,14 +72,15 @@ def tp_divides_heads(ctx: ValuesContext) -> Iterator[Hit]:
     "parallel-fits-gpus",
     reason="vLLM runs tensor x pipeline parallel ranks, one GPU each; the chart gives every GPU of the pod "
     "to tensor parallelism (--tensor-parallel-size = gpusPerReplica), so a --pipeline-parallel-size above "
-    "1 asks for more GPUs than the pod has: vLLM looks for a Ray cluster to place the other ranks on, "
-    "which the pod does not have, and the engine never starts",
+    '1 asks for more GPUs than the pod has, and vLLM refuses to start ("World size ... is larger than the '
+    'number of available GPUs ... in this node")',
     remedy="remove --pipeline-parallel-size from extraArgs (or set it to 1) and give the model's GPUs "
     "through gpusPerReplica",
 )
 def parallel_fits_gpus(ctx: ValuesContext) -> Iterator[Hit]:
-    # vllm/config/parallel.py: world_size = pipeline x tensor parallel size; with fewer CUDA devices than
-    # that on the node, ParallelConfig picks the Ray executor (multi-node) instead of multiprocessing.
+    # The pinned vLLM's vllm/config/parallel.py, ParallelConfig.__post_init__: world_size = pipeline x
+    # tensor parallel size; with no executor backend chosen and fewer CUDA devices on the node, a
+    # ValueError (vLLM PR #25775 removed the fall-back to Ray that older releases made).
     if lookup(ctx.values, "engine", "accelerator") == "cpu":
         return  # vLLM's CPU build runs ranks as processes, not one per GPU
     for i, model in model_entries(ctx.values):
