@@ -260,6 +260,12 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
         _set("cache", "l2", "claim", "size", value="1001Gi"),
         "is more than the pool of the 2 GPU node(s) the models fill (500 GiB each",
     ),
+    "eviction-starts-within-pool": (
+        _set("cache", "l2", "eviction", "capacity", value="1000Gi"),
+        _set("cache", "l2", "eviction", "capacity", value="5000Gi"),
+        "cache.l2.eviction.highWatermark 85% of 5000Gi (eviction.capacity) is 4250 GiB, more than the pool "
+        "of the 2 GPU node(s) the models fill (500 GiB each after dirReserved)",
+    ),
     "tp-divides-heads": (
         _model(gpusPerReplica=4),
         _model(gpusPerReplica=7),

@@ -22,6 +22,7 @@ from kvtier.validate.rules import Hit, ValuesContext, rule
 from kvtier.values import lookup, model_entries
 
 EVICTION = ("cache", "l2", "eviction")
+CHART_HIGH_WATERMARK = "85%"  # the umbrella's values.yaml: what an environment without one gets
 
 
 def _eviction(values: dict[str, Any]) -> dict[str, Any] | None:
@@ -155,6 +156,27 @@ def engine_nodes(values: dict[str, Any]) -> int | None:
     return sum(math.ceil(gpus / per_node) for per_node, gpus in gpus_by_type.items()) or None
 
 
+def pool_per_node(values: dict[str, Any]) -> tuple[int, int] | None:
+    """(bytes of Curvine data dirs per node after dirReserved, GPU nodes the models fill) when both are
+    known: every data dir has a capacity and every instance type is known. The nodes are the fewest the
+    models fill, so the pool is a lower bound (workers may run on more nodes)."""
+    curvine = values.get("curvine") or {}
+    if not isinstance(curvine, dict) or not curvine.get("enabled", True):
+        return None
+    if not lookup(values, "cache", "l2", "enabled", default=True):
+        return None
+    dirs = lookup(curvine, "worker", "dataDirs") or []
+    capacities = [
+        curvine_config.size_bytes(d.get("capacity")) if isinstance(d, dict) and d.get("capacity") else None
+        for d in dirs
+    ]
+    reserved = curvine_config.size_bytes(lookup(curvine, "worker", "dirReserved", default="0")) or 0
+    nodes = engine_nodes(values)
+    if not dirs or None in capacities or nodes is None:
+        return None  # a data dir of unknown size (the whole filesystem) or nodes of unknown type: no estimate
+    return sum(max(c - reserved, 0) for c in capacities if c is not None), nodes
+
+
 @rule(
     "l2-claim-within-pool",
     reason="Curvine does not enforce a claim's size: a claim larger than the workers' data dirs lets LMCache "
@@ -163,27 +185,48 @@ def engine_nodes(values: dict[str, Any]) -> int | None:
     "than cache.l2.claim.size, or lower the claim",
 )
 def claim_within_pool(ctx: ValuesContext) -> Iterator[Hit]:
-    curvine = ctx.values.get("curvine") or {}
     claim = lookup(ctx.values, "cache", "l2", "claim", "size")
     size = quantity.try_parse(claim)
-    if not isinstance(curvine, dict) or not curvine.get("enabled", True) or size is None:
+    pool = pool_per_node(ctx.values)
+    if size is None or pool is None:
         return
-    if not lookup(ctx.values, "cache", "l2", "enabled", default=True):
-        return
-    dirs = lookup(curvine, "worker", "dataDirs") or []
-    capacities = [
-        curvine_config.size_bytes(d.get("capacity")) if isinstance(d, dict) and d.get("capacity") else None
-        for d in dirs
-    ]
-    reserved = curvine_config.size_bytes(lookup(curvine, "worker", "dirReserved", default="0")) or 0
-    nodes = engine_nodes(ctx.values)
-    if not dirs or None in capacities or nodes is None:
-        return  # a data dir of unknown size (the whole filesystem) or nodes of unknown type: no estimate
-    per_node = sum(max(c - reserved, 0) for c in capacities if c is not None)
+    per_node, nodes = pool
     if size > per_node * nodes:
         yield Hit(
             f"cache.l2.claim.size {claim} is more than the pool of "
             f"the {nodes} GPU node(s) the models fill ({per_node / 2**30:.0f} GiB each after dirReserved)",
             ("cache", "l2", "claim", "size"),
+            severity="warning",
+        )
+
+
+@rule(
+    "eviction-starts-within-pool",
+    reason="the eviction job starts only above its high watermark (a percentage of eviction.capacity, else "
+    "of claim.size, or a size); above the Curvine pool's size the usage never gets there: the pool fills "
+    "and every L2 write fails while eviction waits",
+    remedy="set cache.l2.eviction.capacity (or the claim size) to the pool's size, or lower highWatermark",
+)
+def eviction_starts_within_pool(ctx: ValuesContext) -> Iterator[Hit]:
+    eviction = _eviction(ctx.values)
+    pool = pool_per_node(ctx.values)
+    if eviction is None or pool is None:
+        return
+    per_node, nodes = pool
+    capacity_text = eviction.get("capacity") or lookup(ctx.values, "cache", "l2", "claim", "size")
+    try:
+        capacity = l2_evict.parse_size(str(capacity_text))
+        high_text = str(eviction.get("highWatermark") or CHART_HIGH_WATERMARK)
+        high = l2_evict.parse_watermark(high_text, capacity)
+    except l2_evict.UsageError:
+        return  # eviction-watermarks reports what the job cannot read
+    if high > per_node * nodes:
+        source = "eviction.capacity" if eviction.get("capacity") else "claim.size"
+        yield Hit(
+            f"cache.l2.eviction.highWatermark {high_text} of {capacity_text} ({source}) "
+            f"is {high / 2**30:.0f} GiB, more than the pool of the {nodes} GPU node(s) the models fill "
+            f"({per_node / 2**30:.0f} GiB each after dirReserved): eviction would start only after the "
+            "pool is full",
+            (*EVICTION, "capacity") if eviction.get("capacity") else (*EVICTION, "highWatermark"),
             severity="warning",
         )
