@@ -2,7 +2,8 @@
 
 Each image is an OCI image layout written as a tar with tarfile/json (uncompressed layers, so a layer's
 digest is its diff ID) and cached outside the repository as images/<name>-<key>.tar, where <key> hashes
-everything the image is made from; a second run with the same inputs reuses the file. The image's name is
+everything the image is made from; a second run with the same inputs reuses the file, and an archive
+built for new inputs replaces the one of the old (the engine's is 7 GB). The image's name is
 kvtier.local/<name>:<key>, so a changed recipe is a new tag and an old one is never reused by mistake.
 
 - pause: the sandbox program of toolchain/node/pause, alone in the image.
