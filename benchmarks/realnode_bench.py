@@ -26,7 +26,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from kvtier import helm, paths
+from kvtier import helm
 from kvtier.cluster.realnode import images, umbrella_cpu
 from kvtier.cluster.realnode import lifecycle as realnode
 from kvtier.cluster.realnode.client import Kube
@@ -41,14 +41,7 @@ ROUTER_PORT, ENGINE_PORT = 8080, 8000
 
 def _install(kube: Kube, prepared: umbrella_cpu.Prepared, verb: str, strategy: str) -> float:
     """helm install/upgrade --wait with that strategy, until every pod is Ready; seconds taken."""
-    started = time.monotonic()
-    kube.helm(
-        "helm3", verb, RELEASE, str(umbrella_cpu.UMBRELLA), "-n", prepared.namespace,
-        "-f", str(paths.VALUES / "cpu.yaml"), "-f", str(prepared.values),
-        "--set", f"routing.strategy={strategy}", "--wait", "--timeout", "15m", timeout=1000,
-    )  # fmt: skip
-    umbrella_cpu.wait_ready(kube, prepared.namespace, RELEASE)
-    return time.monotonic() - started
+    return umbrella_cpu.rollout(kube, prepared, verb, RELEASE, "--set", f"routing.strategy={strategy}")
 
 
 def _trials(kube: Kube, ns: str, strategy: str, trials: int, tokens: int) -> dict:

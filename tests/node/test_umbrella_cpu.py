@@ -19,7 +19,6 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ import pytest
 import yaml
 
 from kvtier import helm, paths
-from kvtier.cluster.realnode import diagnosis, images, umbrella_cpu
+from kvtier.cluster.realnode import images, umbrella_cpu
 from kvtier.cluster.realnode import lifecycle as realnode
 from kvtier.engine_rig import rig as engine_rig
 from kvtier.engine_rig.errors import RigError
@@ -37,7 +36,7 @@ from kvtier.validate.inputs.merge import merge_layers
 UMBRELLA = paths.CHARTS / "kv-tiered-inference"
 RELEASE = "kv"
 ENGINE_DEPLOYMENT = umbrella_cpu.engine_deployment(RELEASE)
-INSTALL_TIMEOUT = "15m"  # two engines import vLLM and load the model on two shared cores
+INSTALL_TIMEOUT = umbrella_cpu.INSTALL_TIMEOUT
 LOAD_SECONDS = 600  # upper bound of the load client's run; it stops when told
 # Sent during the upgrade from inside the cluster, through the router's Service: one request at a time,
 # each answer's status counted. Stops after LOAD_SECONDS or when /stop exists (the test writes it).
@@ -63,9 +62,16 @@ while time.monotonic() < deadline and not os.path.exists("/work/stop"):
 
 @dataclass
 class Install:
-    namespace: str
-    values: Path  # the overlay file given to every helm install/upgrade
+    prepared: umbrella_cpu.Prepared  # its namespace, claims and the overlay given to every install/upgrade
     engine_image: str
+
+    @property
+    def namespace(self) -> str:
+        return self.prepared.namespace
+
+    @property
+    def values(self) -> Path:
+        return self.prepared.values
 
 
 @pytest.fixture(scope="module")
@@ -88,27 +94,13 @@ def installed(kube, real_cluster, engine_image: str) -> Iterator[Install]:
     prepared = umbrella_cpu.prepare(kube, f"umbrella-{os.getpid()}", values)
     ns = prepared.namespace
     helm.build_dependencies(UMBRELLA)
-    started = time.monotonic()
     try:
-        with _explained(kube, real_cluster, ns, "the umbrella's install did not become Ready"):
-            kube.helm(
-                "helm3", "install", RELEASE, str(UMBRELLA), "-n", ns, "-f", str(paths.VALUES / "cpu.yaml"),
-                "-f", str(prepared.values), "--wait", "--timeout", INSTALL_TIMEOUT, timeout=1000,
-            )  # fmt: skip
-            waited = time.monotonic() - started
-            umbrella_cpu.wait_ready(kube, ns, RELEASE)
-        print(
-            f"[umbrella] helm install --wait returned after {waited:.0f} s; "
-            f"every pod Ready after {time.monotonic() - started:.0f} s"
-        )
-        yield Install(ns, prepared.values, engine_image)
+        took = umbrella_cpu.rollout(kube, prepared, "install", RELEASE)
+        print(f"[umbrella] helm install --wait and every pod Ready after {took:.0f} s")
+        yield Install(prepared, engine_image)
     finally:
         kube.helm("helm3", "uninstall", RELEASE, "-n", ns, "--wait", check=False, timeout=300)
         umbrella_cpu.remove(kube, prepared)
-
-
-def _explained(kube, real_cluster, ns: str, what: str) -> AbstractContextManager[None]:
-    return diagnosis.explained(kube, ns, realnode.layout(real_cluster.name).root, what)
 
 
 def _pods(kube, ns: str, component: str) -> list[dict[str, Any]]:
@@ -266,15 +258,9 @@ def test_an_upgrade_rolls_the_engines_while_requests_keep_being_served(
     revision = _revision(kube, ns)
     load = _start_load(kube, real_cluster, ns)
     time.sleep(5)
-    started = time.monotonic()
-    with _explained(kube, real_cluster, ns, "the upgrade's engines did not become Ready"):
-        kube.helm(
-            "helm3", "upgrade", RELEASE, str(UMBRELLA), "-n", ns,
-            *_helm_values(installed, "--set", "engine.startupProbe.periodSeconds=4"),
-            "--wait", "--timeout", INSTALL_TIMEOUT, timeout=1000,
-        )  # fmt: skip
-        umbrella_cpu.wait_ready(kube, ns, RELEASE)
-    rolled_s = time.monotonic() - started
+    rolled_s = umbrella_cpu.rollout(
+        kube, installed.prepared, "upgrade", RELEASE, "--set", "engine.startupProbe.periodSeconds=4"
+    )
     time.sleep(10)  # requests after the rollout, on the new engines only
     counts = _stop_load(kube, ns, load)
     print(f"[umbrella] upgrade rolled the engines in {rolled_s:.0f} s; requests during it: {counts}")

@@ -11,18 +11,20 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kvtier import helmyaml, paths, waiting
-from kvtier.cluster.realnode import images
+from kvtier.cluster.realnode import diagnosis, images
 from kvtier.cluster.realnode import lifecycle as realnode
 from kvtier.cluster.realnode.client import Kube
 from kvtier.engine_rig import rig as engine_rig
 from kvtier.engine_rig import tiers
 
 UMBRELLA = paths.CHARTS / "kv-tiered-inference"
+INSTALL_TIMEOUT = "15m"  # two engines import vLLM and load the model on two shared cores
 RUN_AS = 1000  # the engines' runAsUser and fsGroup in the chart
 CLAIMS = {"kv-l2": "5Gi", "rig-model": "1Gi"}  # values/cpu.yaml's existing L2 claim, the rig's model
 
@@ -142,3 +144,21 @@ def wait_ready(kube: Kube, ns: str, release: str, timeout: float = 900) -> None:
         ),
         interval=2,
     )
+
+
+def rollout(kube: Kube, prepared: Prepared, verb: str, release: str, *extra: str) -> float:
+    """`helm3 <verb>` (install, upgrade) of the umbrella with values/cpu.yaml, the overlay, then `extra`,
+    --wait, and then until every pod is Ready (wait_ready); the seconds it took. A failure's first line
+    says why the pods are not Ready (diagnosis), read while the cluster still holds the evidence."""
+    started = time.monotonic()
+    root = realnode.layout(kube.cluster.name).root
+    with diagnosis.explained(
+        kube, prepared.namespace, root, f"helm {verb} of {release} did not become Ready"
+    ):
+        kube.helm(
+            "helm3", verb, release, str(UMBRELLA), "-n", prepared.namespace,
+            "-f", str(paths.VALUES / "cpu.yaml"), "-f", str(prepared.values), *extra,
+            "--wait", "--timeout", INSTALL_TIMEOUT, timeout=1000,
+        )  # fmt: skip
+        wait_ready(kube, prepared.namespace, release)
+    return time.monotonic() - started
