@@ -296,6 +296,11 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
         _set("engine", "startupProbe", value={"periodSeconds": 10, "failureThreshold": 3}),
         "engine.startupProbe gives each engine 30 s to start; models[0] (qwen2-7b) has 14.2 GiB of weights",
     ),
+    "model-facts-unknown": (
+        _model(model="meta-llama/Llama-3.1-8B-Instruct"),
+        _model(model="acme/private-13b"),
+        "models[0] (acme/private-13b) is not among the planner's models (qwen2-7b, llama-3.1-8b",
+    ),
     "max-model-len-within-model": (
         _model(maxModelLen=32768),
         _model(maxModelLen=65536),

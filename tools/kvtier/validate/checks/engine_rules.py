@@ -12,7 +12,8 @@ Facts from the pinned versions' code (toolchain/versions.env; docs/validate.md c
   (vllm/v1/kv_offload: the offloading block_size must be a multiple of the KV cache block size).
 - Tensor parallel ranks in one pod create NCCL shared-memory segments and vLLM's worker message queues in
   /dev/shm, which the chart sizes from engine.shmSize: below 1Gi the segments cannot be created.
-Model facts come from the planner's shipped configs (kvtier.plan.facts); unknown models are not judged.
+Model facts come from the planner's shipped configs (kvtier.plan.facts); an unknown model is said to be
+unchecked (model-facts-unknown), never passed in silence.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 
 from kvtier import quantity
 from kvtier.plan.capacity import known_config
+from kvtier.plan.facts import KNOWN_MODELS
 from kvtier.validate.rules import Hit, ValuesContext, rule
 from kvtier.values import extra_args, lookup, model_entries, tensor_parallel_arg
 
@@ -38,6 +40,36 @@ def _tensor_parallel(model: dict[str, Any]) -> int | None:
         return int(text)
     except (TypeError, ValueError):
         return None
+
+
+# The rules that read a model's config.json from the planner's shipped ones, and pass a model it lacks.
+MODEL_FACT_RULES = (
+    "tp-divides-heads",
+    "max-model-len-within-model",
+    "gpu-memory-holds-weights",
+    "dtype-supported-by-model",
+    "startup-budget-fits-load",
+)
+
+
+@rule(
+    "model-facts-unknown",
+    reason="heads, position limit, weights and dtype come from the model's config.json, which validate has "
+    "for the planner's shipped models only: for any other model the rules that need them cannot check it, "
+    "and say so here instead of passing it in silence",
+    remedy="check gpusPerReplica, maxModelLen and dtype against the model's config.json by hand; `kvtier "
+    "plan --model-config config.json` sizes the tiers from it",
+)
+def model_facts_unknown(ctx: ValuesContext) -> Iterator[Hit]:
+    for i, model in model_entries(ctx.values):
+        name = model.get("model")
+        if isinstance(name, str) and name and known_config(name) is None:
+            yield Hit(
+                f"models[{i}] ({name}) is not among the planner's models ({', '.join(KNOWN_MODELS)}): "
+                f"{', '.join(MODEL_FACT_RULES)} cannot check it",
+                ("models", i, "model"),
+                severity="warning",
+            )
 
 
 @rule(
