@@ -230,6 +230,13 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
         _add(_policy({"namespaceSelector": {}, "ipBlock": {"cidr": "10.0.0.0/8"}})),
         "combines ipBlock with a selector",
     ),
+    "router-args-reserved": (
+        _container(
+            command=["vllm-router"], args=["--host", "0.0.0.0", "--port", "8000", "--cache-threshold", "0.5"]
+        ),
+        _container(command=["vllm-router"], args=["--host", "0.0.0.0", "--port", "8000", "--port=9000"]),
+        "overrides the chart's --port (8000 becomes 9000",
+    ),
     "router-args-parse": (
         _container(
             command=["vllm-router"], args=["--host", "0.0.0.0", "--port", "8000", "--policy", "round_robin"]
