@@ -35,10 +35,22 @@ wait "$control"
 control_status=$?
 wait "$engines"
 engines_status=$?
-# Both lanes' failures again, one line each, last: a log cut to its tail still shows the lane that
-# finished first.
+# Both lanes' failures again, last, so a log cut to its tail still shows the lane that finished first:
+# one line per distinct message (a module fixture's error repeats it for each of its tests), the first
+# test that had it and how many more did.
+summary() { # summary LOG
+  awk '/^(FAILED|ERROR) / {
+    if (split($0, part, " - ") == 1) { key = $0; test = $0; why = "" }
+    else { why = substr($0, length(part[1]) + 4); key = why; test = part[1] }
+    if (!(key in seen)) { order[++n] = key; first[key] = test; said[key] = why }
+    seen[key]++
+  }
+  END { for (i = 1; i <= n && i <= 12; i++) { k = order[i]
+    more = seen[k] > 1 ? sprintf(" (and %d more)", seen[k] - 1) : ""
+    print substr(first[k] more (said[k] == "" ? "" : " - " said[k]), 1, 900) } }' "$1"
+}
 for name in engines control; do
-  grep -E '^(FAILED|ERROR) ' "$logs/$name.log" | head -n 15 | cut -c 1-400 | sed "s/^/tests: [$name] /"
+  summary "$logs/$name.log" | sed "s/^/tests: [$name] /"
 done
 echo "tests: engines exit $engines_status, control exit $control_status"
 ((engines_status != 0)) && exit "$engines_status"
