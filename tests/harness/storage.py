@@ -10,7 +10,7 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from kvtier.cluster.common.rest import Rest
+from kvtier.cluster.common.rest import ApiException, Rest
 
 LABEL = "kvtier.io/static-pv-for"  # value: the owner (e.g. a release name), for clean-up
 
@@ -56,7 +56,13 @@ def delete(rest: Rest, owner: str) -> int:
     """Delete every static PV created for `owner`; returns how many."""
     pvs = rest.get("/api/v1/persistentvolumes", labelSelector=f"{LABEL}={owner}")["items"]
     for pv in pvs:
-        rest.delete(f"/api/v1/persistentvolumes/{pv['metadata']['name']}")
+        try:
+            rest.delete(f"/api/v1/persistentvolumes/{pv['metadata']['name']}")
+        except ApiException as error:
+            # A PV listed while terminating (pv-protection holds it until its claim is gone) can be gone
+            # by the time it is deleted: what this wanted.
+            if error.status != 404:
+                raise
     return len(pvs)
 
 
