@@ -34,6 +34,14 @@ def _eviction(values: dict[str, Any]) -> dict[str, Any] | None:
     return eviction
 
 
+def _capacity(values: dict[str, Any], eviction: dict[str, Any]) -> tuple[Any, tuple[str, ...]]:
+    """The eviction job's --capacity as the chart passes it (eviction.capacity, else claim.size), and
+    its values key."""
+    if eviction.get("capacity"):
+        return eviction["capacity"], (*EVICTION, "capacity")
+    return lookup(values, "cache", "l2", "claim", "size"), ("cache", "l2", "claim", "size")
+
+
 def _chunk_floor(values: dict[str, Any]) -> int:
     """The fewest bytes one L2 chunk file holds: cache.chunkSize tokens of KV at the bundle's own figure of
     KV bytes per token (metrics.dashboard.kvBytesPerToken), without the file's header or page rounding;
@@ -71,8 +79,7 @@ def watermarks(ctx: ValuesContext) -> Iterator[Hit]:
     eviction = _eviction(ctx.values)
     if eviction is None:
         return
-    capacity_text = eviction.get("capacity") or lookup(ctx.values, "cache", "l2", "claim", "size")
-    capacity_key = (*EVICTION, "capacity") if eviction.get("capacity") else ("cache", "l2", "claim", "size")
+    capacity_text, capacity_key = _capacity(ctx.values, eviction)
     try:
         capacity = l2_evict.parse_size(str(capacity_text))
     except l2_evict.UsageError as error:
@@ -213,7 +220,7 @@ def eviction_starts_within_pool(ctx: ValuesContext) -> Iterator[Hit]:
     if eviction is None or pool is None:
         return
     per_node, nodes = pool
-    capacity_text = eviction.get("capacity") or lookup(ctx.values, "cache", "l2", "claim", "size")
+    capacity_text, _ = _capacity(ctx.values, eviction)
     try:
         capacity = l2_evict.parse_size(str(capacity_text))
         high_text = str(eviction.get("highWatermark") or CHART_HIGH_WATERMARK)
