@@ -43,8 +43,9 @@ hyperpod-sdk:
 netpol:
 	bash toolchain/side-venv.sh netpol
 
-## main job: validate and render every environment in values/ offline, print a summary table
-check: validate-tools hyperpod-sdk
+## main job: validate and render every environment in values/, every object dry-run on the local control
+## plane (built by cluster-tools, started once and kept up 15 min idle), print a summary table
+check: cluster-tools hyperpod-sdk
 	$(VENV)/bin/kvtier validate values/
 
 ## regenerate the charts' values.schema.json, pod script copies and README tables (helm-docs)

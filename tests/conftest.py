@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 KINDS = ("unit", "charts", "cluster", "node", "engine")
+
+# `kvtier validate` dry-runs on a local control plane by default, and leaves it up for the next run. A test
+# that runs the command gets it offline unless it asks for the server: the default itself is tested in
+# tests/cluster/test_validate_default_judges.py, which lifts this.
+os.environ.setdefault("KVTIER_VALIDATE_OFFLINE", "1")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -42,8 +48,6 @@ def _need(condition: bool, why: str) -> None:
     """Skip when a prerequisite is missing, except under CI, where a missing kind must fail loudly."""
     if condition:
         return
-    import os
-
     if os.environ.get("CI"):
         pytest.fail(f"prerequisite missing in CI: {why}", pytrace=False)
     pytest.skip(why)

@@ -8,13 +8,22 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 from pathlib import Path
 
 from kvtier import cliopts, helm
 from kvtier.errors import UserError
 from kvtier.validate.inputs import setvalues
 from kvtier.validate.layers import render
-from kvtier.validate.options import DEFAULT_MINORS, POD_SECURITY_LEVELS, Options, collect
+from kvtier.validate.options import (
+    DEFAULT_MINORS,
+    IDLE_DEFAULT_S,
+    IDLE_ENV,
+    OFFLINE_ENV,
+    POD_SECURITY_LEVELS,
+    Options,
+    collect,
+)
 
 
 def _minors(text: str) -> tuple[str, ...]:
@@ -92,11 +101,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--server judges there; without them nothing reads a kubeconfig)"
     )
     cliopts.add_cluster(cluster, "the release's namespace (without a cluster: default)")
-    p.add_argument(
+    judges = p.add_mutually_exclusive_group()
+    judges.add_argument(
         "--server",
         action="store_true",
-        help="dry-run every rendered object on an API server (server-side apply, dryRun=All): the "
-        "--context cluster, else the local control plane (started for the run if not running)",
+        help="insist on the API server's dry run (the default does it where one can be had, and says "
+        "when none could): the --context cluster, else the local control plane",
+    )
+    judges.add_argument(
+        "--offline",
+        action="store_true",
+        help=f"no API server: by default every rendered object is dry-run (server-side apply, dryRun=All) "
+        f"on the --context cluster, else on the local control plane when `make cluster-tools` built it "
+        f"(started once, kept up ${IDLE_ENV} s idle, default {IDLE_DEFAULT_S}); ${OFFLINE_ENV}=1 does "
+        "the same",
     )
     p.add_argument(
         "--vllm",
@@ -149,6 +167,16 @@ def _environments(paths: list[str], values: list[Path]) -> tuple[list[Path], tup
     return collect(paths), tuple(values)
 
 
+def _server(args: argparse.Namespace) -> bool | None:
+    """--server: True; --offline (or its environment variable): False; else the default, None."""
+    if args.server:
+        return True
+    offline = os.environ.get(OFFLINE_ENV, "")
+    if args.offline or offline not in ("", "0"):
+        return False
+    return None
+
+
 def _run(args: argparse.Namespace) -> int:
     if args.list_rules:
         return _list_rules(args.output)
@@ -165,11 +193,13 @@ def _run(args: argparse.Namespace) -> int:
         kubeconfig=kube.kubeconfig if kube else None,
         pod_security=dict(args.pod_security),
         jobs=max(args.jobs, 1),
-        server=args.server,
+        server=_server(args),
         vllm=args.vllm,
     )
     if (options.server or options.vllm) and not options.render:
         raise UserError("--server and --vllm judge the rendered objects: drop --no-render")
+    if not options.render:
+        options.server = False
     files, options.values = _environments(args.paths, args.values)
     options.sets, options.set_strings = tuple(args.set), tuple(args.set_string)
     setvalues.check(options.sets, options.set_strings)  # a malformed --set is a bad option: exit 2

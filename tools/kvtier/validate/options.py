@@ -12,6 +12,9 @@ from kvtier.errors import UserError
 
 DEFAULT_MINORS = ("1.30", "1.31", "1.32", "1.33", "1.34", "1.35")
 POD_SECURITY_LEVELS = ("restricted", "baseline", "privileged")  # least to most privileged
+OFFLINE_ENV = "KVTIER_VALIDATE_OFFLINE"  # =1: as --offline (a CI job without the control plane's binaries)
+IDLE_ENV = "KVTIER_LOCAL_SERVER_IDLE"  # seconds a local control plane a run started waits for the next run
+IDLE_DEFAULT_S = 900
 
 
 @dataclass
@@ -23,7 +26,10 @@ class Options:
     namespace: str = "kvtier"
     kube_context: str | None = None
     kubeconfig: str | None = None
-    server: bool = False  # dry-run the renders on an API server (--context's, else a local one)
+    # Dry-run the renders on an API server (--context's, else the local control plane): True when asked
+    # (--server: none to be had is an error), None where one can be had without asking (the command's
+    # default; otherwise the report says why not), False never (--offline, and the library's default).
+    server: bool | None = False
     vllm: bool = False  # judge the engines' args with the pinned vLLM in the engine venv
     pod_security: dict[str, str] = field(default_factory=dict)
     jobs: int = max(os.cpu_count() or 2, 2)

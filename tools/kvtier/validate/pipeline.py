@@ -328,7 +328,7 @@ def validate(
                 found = [_refusal(report, render.finding(r, report.file))] if r.error else []
                 report.add(f"render helm{r.major}", found, "" if r.error else f"{len(r.manifests)} objects")
             manifests = check_render(report, renders, options)
-            live_judges.check_server(report, manifests, loaded, judge)
+            live_judges.check_server(report, manifests, loaded, judge, options)
             live_judges.check_cluster(report, manifests, options)
             _trace_rendered(report, manifests)
             good = [r for r in renders if not r.error]

@@ -1,4 +1,5 @@
-"""The layers of `kvtier validate` that ask a live judge: the API server's dry run (--server), the
+"""The layers of `kvtier validate` that ask a live judge: the API server's dry run (by default where one
+can be had, --server to insist, --offline to skip), the
 cluster the release goes to (--context: what the pods read exists, some node can run them) and vLLM's own
 parser (--vllm). Each imports its client only when asked, so an offline run loads none of them."""
 
@@ -46,12 +47,16 @@ def check_vllm(judged: list[tuple[FileReport, Any, list[dict[str, Any]]]], optio
 
 @contextmanager
 def server_judge(options: Options, given: Any) -> Iterator[Any]:
-    """The API server that judges the renders (the caller's, or --server's), or None."""
-    if given is not None or not options.server:
+    """The API server that judges the renders (the caller's, or --server's), None when not asked, or the
+    reason (a str) why the default mode has none."""
+    if given is not None or options.server is False:
         yield given
         return
     from kvtier.validate.layers import server
 
+    if options.server is None and (why := server.unavailable(options.kube_context)):
+        yield why
+        return
     with server.connect(
         options.namespace, options.kube_context, options.kubeconfig, options.pod_security
     ) as judge:
@@ -96,15 +101,26 @@ def _context_rest(context: str, kubeconfig: str | None) -> Any:
     return Rest.from_kubeconfig(kubeconfig, context)
 
 
-def check_server(report: FileReport, manifests: list[dict[str, Any]], loaded: Any, judge: Any) -> None:
+def check_server(
+    report: FileReport, manifests: list[dict[str, Any]], loaded: Any, judge: Any, options: Options
+) -> None:
     """The server-side dry run of one file's distinct rendered objects (Helm 3's and 4's)."""
     if judge is None:
-        report.skip(SERVER, "not asked (--server dry-runs every object on an API server)")
+        report.skip(SERVER, "offline (--offline or $KVTIER_VALIDATE_OFFLINE): no object was dry-run")
+        return
+    if isinstance(judge, str):
+        report.skip(SERVER, judge, UNAVAILABLE)
         return
     if not manifests:
         report.skip(SERVER, "no render (Helm refused the values)")
         return
     from kvtier.validate.layers import server
 
-    found, detail = server.judge(judge, manifests, loaded, report.file)
+    try:
+        found, detail = server.judge(judge, manifests, loaded, report.file)
+    except UserError as error:
+        if options.server:  # asked for: no verdict is an error
+            raise
+        report.skip(SERVER, str(error).removeprefix("--server: "), UNAVAILABLE)
+        return
     report.add(SERVER, found, detail if not found else "")

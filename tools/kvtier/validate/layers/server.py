@@ -13,9 +13,11 @@ or the value the server quotes, found in the environment file), and the manifest
 from __future__ import annotations
 
 import json
+import os
 import re
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,12 +31,14 @@ from kvtier.cluster.kwok import lifecycle, sharing
 from kvtier.errors import UserError
 from kvtier.validate.findings import SERVER, Finding
 from kvtier.validate.inputs.loader import Loaded
+from kvtier.validate.options import IDLE_DEFAULT_S, IDLE_ENV
 
 FIELD_MANAGER = "kvtier-validate"
 LOCAL_CLUSTER = (
     "kvtier-validate"  # the local control plane a run starts when `kvtier cluster up` is not running
 )
 LOCAL_TIMEOUT = 300.0
+PARALLEL_DRY_RUNS = 8
 
 
 @dataclass
@@ -103,6 +107,31 @@ class Judge:
         return None
 
 
+def unavailable(kube_context: str | None) -> str:
+    """Why no API server can judge without being asked for ("" when one can): the default mode dry-runs
+    on --context's cluster, else on the local control plane when its binaries are built."""
+    if kube_context or lifecycle.running():
+        return ""
+    absent = binaries.missing()
+    if absent:
+        return (
+            f"no --context, and the local control plane is not built ({', '.join(absent)}): run "
+            "`make cluster-tools` (or give --context) for the API server's verdicts"
+        )
+    return ""
+
+
+def idle_seconds() -> float:
+    """How long a local control plane a run started stays up for the next run (0: stopped at once)."""
+    raw = os.environ.get(IDLE_ENV, str(IDLE_DEFAULT_S))
+    try:
+        return max(float(raw), 0.0)
+    except ValueError:
+        raise UserError(
+            f"{IDLE_ENV}={raw!r}: expected a number of seconds, e.g. 900 (0 stops at once)"
+        ) from None
+
+
 @contextmanager
 def connect(
     namespace: str,
@@ -111,8 +140,9 @@ def connect(
     pod_security: dict[str, str] | None = None,
 ) -> Iterator[Judge]:
     """The user's cluster (`kube_context`), else the local control plane: the one `kvtier cluster up`
-    runs, or one started for this run (kube-apiserver + etcd on loopback) and stopped after it. On the
-    local one the namespace is created, with the --pod-security level as its enforce label."""
+    runs, or one this run starts (kube-apiserver + etcd on loopback), left up for the next run until it
+    has been idle for idle_seconds(). On the local one the namespace is created, with the --pod-security
+    level as its enforce label."""
     if kube_context:
         yield Judge(Rest.from_kubeconfig(kubeconfig, kube_context), namespace, f"context {kube_context}")
         return
@@ -127,10 +157,15 @@ def connect(
             f"--server without --context needs the local control plane, whose binaries are not built "
             f"({', '.join(absent)}): run `make cluster-tools`, or give --context"
         )
-    with sharing.shared(LOCAL_CLUSTER, LOCAL_TIMEOUT) as info:
-        yield local_judge(
-            Rest.from_kubeconfig(info.kubeconfig), namespace, pod_security, "a local control plane"
-        )
+    idle = idle_seconds()
+    with sharing.shared(LOCAL_CLUSTER, LOCAL_TIMEOUT, keep=idle > 0) as info:
+        if idle > 0:
+            from kvtier.cluster.kwok import idle as watcher
+
+            watcher.spawn(LOCAL_CLUSTER, idle)
+        kept = f" (kept up {idle:.0f}s idle)" if idle > 0 and info.started else ""
+        where = "a local control plane" + kept
+        yield local_judge(Rest.from_kubeconfig(info.kubeconfig), namespace, pod_security, where)
 
 
 def local_judge(rest: Rest, namespace: str, pod_security: dict[str, str] | None, where: str) -> Judge:
@@ -198,7 +233,6 @@ def _judge(
 ) -> tuple[list[Finding], str]:
     namespaced_ok = judge.namespace_exists()
     findings: list[Finding] = []
-    judged = 0
     # The ServiceAccount admission plugin refuses a pod whose account does not exist yet, and a dry run
     # creates none: on our own control plane the release's accounts are created for real (and removed
     # after); on a user's cluster a pod that waits for one the release creates is not a finding.
@@ -206,12 +240,21 @@ def _judge(
     created = [m for m in accounts if judge.local and namespaced_ok and judge.apply(m, dry_run=False) is None]
     released = {str((m.get("metadata") or {}).get("name")) for m in accounts}
     try:
-        for manifest in manifests:
-            resource = judge.resource(str(manifest.get("apiVersion")), str(manifest.get("kind")))
-            if resource is not None and resource.namespaced and not namespaced_ok:
-                continue
-            judged += 1
-            status = judge.apply(manifest)
+        # Discovery first (it fills the judge's cache), then the dry runs side by side: each is one
+        # request the server answers in milliseconds, so a file's objects cost one round of them.
+        judged_here = [
+            m
+            for m in manifests
+            if not (
+                (r := judge.resource(str(m.get("apiVersion")), str(m.get("kind")))) is not None
+                and r.namespaced
+                and not namespaced_ok
+            )
+        ]
+        judged = len(judged_here)
+        with ThreadPoolExecutor(max_workers=PARALLEL_DRY_RUNS) as pool:
+            statuses = list(pool.map(judge.apply, judged_here))
+        for manifest, status in zip(judged_here, statuses, strict=True):
             if status is not None and not _waits_for_account(status, released):
                 findings += list(_findings(status, manifest, loaded, file))
     finally:
