@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
+from kvtier import toolchain
+from kvtier.upstream import vllm_options
 from kvtier.validate import catalogue
 from kvtier.validate.inputs import loader
 from kvtier.validate.rules import ValuesContext
@@ -17,6 +19,7 @@ from kvtier.validate.rules import ValuesContext
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "values"
 GOOD = loader.load(FIXTURES / "good-minimal.yaml").data
 Mutation = Callable[[dict[str, Any]], None]
+LMCACHE = toolchain.versions()["LMCACHE_VERSION"]
 
 
 def _set(*path: Any, value: Any) -> Mutation:
@@ -322,6 +325,12 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
         _model(extraArgs=["--config", "/etc/vllm/serve.yaml"]),
         "reads vLLM settings from a file kvtier cannot check",
     ),
+    "vllm-arg-invalid": (
+        _model(extraArgs=["--max-num-seqs", "4", "--enforce-eager", "--max_num_batched_tokens=8k"]),
+        _both(_hyperpod("3.7"), _model(extraArgs=["--enforce-eager", "--max-num-seqs", "0"])),
+        "refuses it (scheduler-fields): ValidationError: SchedulerConfig.max_num_seqs: Input should be "
+        "greater than or equal to 1 (input 0)",
+    ),
     "block-size-supported": (
         _both(_set("engine", value={"accelerator": "cpu"}), _model(extraArgs=["--block-size", "64"])),
         _both(_set("engine", value={"accelerator": "cpu"}), _model(extraArgs=["--block-size", "48"])),
@@ -508,3 +517,34 @@ def test_a_request_near_the_instance_memory_is_a_warning_not_an_error() -> None:
     near = _model(resources={"requests": {"memory": "124Gi"}, "limits": {"memory": "124Gi"}})
     [finding] = _run("memory-fits-instance", near)
     assert finding.severity == "warning" and "leaves under 5% of ml.g6e.4xlarge's 128 GiB" in finding.message
+
+
+def test_vllm_arg_invalid_is_a_warning_on_an_image_of_another_vllm() -> None:
+    bad = _model(extraArgs=["--max-num-seqs", "0"])
+    other = {"repository": "lmcache/vllm-openai", "tag": "v0.5.6"}  # a newer image: its vLLM may differ
+    [finding] = _run("vllm-arg-invalid", _both(_set("engine", "image", value=other), bad))
+    assert finding.severity == "warning" and "not the chart's default image" in finding.message
+    [finding] = _run("vllm-arg-invalid", _both(_hyperpod("3.7", worker={"image": other}), bad))
+    assert finding.severity == "warning"
+    release = vllm_options.table().vllm  # the pinned vLLM the table was dumped from
+    stock = {"repository": "vllm/vllm-openai", "tag": f"v{release}"}
+    native = _both(NATIVE, _set("engine", "image", value=stock), bad)
+    [finding] = _run("vllm-arg-invalid", native)
+    assert finding.severity == "error", "stock vLLM of the table's release: its facts hold"
+    cpu = {"repository": "kvtier/vllm-cpu-lmcache", "tag": f"{release}-lmcache{LMCACHE}"}
+    [finding] = _run("vllm-arg-invalid", _both(_set("engine", "image", value=cpu), bad))
+    assert finding.severity == "error", "the CPU rig's image, tagged with its vLLM release"
+    older = {"repository": "vllm/vllm-openai", "tag": "v0.30.2"}
+    [finding] = _run("vllm-arg-invalid", _both(NATIVE, _set("engine", "image", value=older), bad))
+    assert finding.severity == "warning"
+
+
+def test_vllm_arg_invalid_judges_both_targets_and_leaves_reserved_flags_to_their_rule() -> None:
+    extra = ["--kv-cache-dtype", "bogus", "--max_model_len=long", "--no-such-flag", "--max-num-seqs 4"]
+    for target in (_nothing, _hyperpod("3.7")):
+        findings = _run("vllm-arg-invalid", _both(target, _model(extraArgs=extra)))
+        # --max_model_len (engine-args-reserved) and the one-item flag and value (engine-args-one-per-item)
+        # are reported by their own rules
+        assert [f.path for f in findings] == ["models[0].extraArgs[0]", "models[0].extraArgs[3]"]
+        assert "invalid choice: 'bogus'" in findings[0].message
+        assert "unrecognized arguments: --no-such-flag" in findings[1].message

@@ -13,7 +13,7 @@ from kvtier import paths
 
 SOURCES = (paths.ROOT / "tools", paths.ROOT / "toolchain", paths.CHARTS, paths.SCHEMA, paths.VALUES)
 # Run by path in other venvs (the engine's), so not importable here.
-ELSEWHERE = ("_probe", "offload_stand_in", "vllm_cli", "tinymodel")
+ELSEWHERE = ("_probe", "_dump", "offload_stand_in", "vllm_cli", "tinymodel")
 
 
 def _module_paths() -> list[tuple[str, str, Path]]:

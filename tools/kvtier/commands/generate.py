@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 
 from kvtier import exitcodes, paths
-from kvtier.generate import derived
+from kvtier.generate import derived, vllm_table
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "generate", help="write charts' values.schema.json and pod scripts from their single sources"
+        "generate",
+        help="write charts' values.schema.json, pod scripts and the vLLM options table from their sources",
     )
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if any file is stale")
     parser.set_defaults(func=run)
@@ -24,4 +25,7 @@ def run(args: argparse.Namespace) -> int:
         return exitcodes.FINDINGS if stale else exitcodes.OK
     for path in derived.write():
         print(f"wrote {path.relative_to(paths.ROOT)}")
+    said = vllm_table.write()  # needs the engine venv: says so, and keeps the committed table, without it
+    if said:
+        print(said)
     return exitcodes.OK

@@ -147,16 +147,23 @@ def _pydantic_refusal(stage: str, owner: str, error: Any, argv: list[str]) -> Re
     return Refused(stage, message, _field_flag(str(field)) if field else _flag_in(message, argv))
 
 
-def parse(argv: list[str]) -> tuple[Any, Any]:
-    """argv parsed by a fresh `vllm` parser as vllm.entrypoints.cli.main.main builds it (fresh: vLLM's config
-    defaults are mutable objects some checks write into)."""
+def serve_parser() -> tuple[Any, Any, Any]:
+    """(the `vllm` parser, its `serve` subparser, the ServeSubcommand) as vllm.entrypoints.cli.main.main
+    builds them, fresh: vLLM's config defaults are mutable objects some checks write into."""
     from vllm.entrypoints.cli.serve import ServeSubcommand
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
     parser = FlexibleArgumentParser(description="vLLM CLI")
     subparsers = parser.add_subparsers(required=False, dest="subparser")
     serve = ServeSubcommand()
-    serve.subparser_init(subparsers).set_defaults(dispatch_function=serve.cmd)
+    subparser = serve.subparser_init(subparsers)
+    subparser.set_defaults(dispatch_function=serve.cmd)
+    return parser, subparser, serve
+
+
+def parse(argv: list[str]) -> tuple[Any, Any]:
+    """argv parsed by a fresh `vllm` parser (serve_parser)."""
+    parser, _, serve = serve_parser()
     stderr = io.StringIO()
     try:
         with contextlib.redirect_stderr(stderr):

@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 # The options the toolkit reads or the chart reserves -> (the flag they set, how it takes its value):
 # "value" one item, "list" every item up to the next option (nargs="+"), "true"/"false" a boolean.
+# read() and resolve() take another such table (vllm_options: every option of vLLM's) in its place.
+Options = Mapping[str, tuple[str, str]]
 KNOWN: dict[str, tuple[str, str]] = {
     "--model": ("--model", "value"),
     "--served-model-name": ("--served-model-name", "list"),
@@ -143,17 +145,17 @@ def canonical_name(item: str) -> str:
     return "--" + key[2:].replace("_", "-") if key.startswith("--") else key
 
 
-def resolve(name: str, equals: bool = False) -> tuple[str, ...]:
+def resolve(name: str, equals: bool = False, known: Options = KNOWN) -> tuple[str, ...]:
     """The KNOWN options a canonical name stands for: itself, else every one it is a prefix of. `equals`:
     the item holds `=`, after which argparse expands no single-dash prefix (`-t=2` is no option)."""
-    if name in KNOWN:
+    if name in known:
         return (name,)
     if len(name) < 2 or name == "--" or not name.startswith("-"):
         return ()
     long_name = name.startswith("--")
     if equals and not long_name:
         return ()
-    return tuple(o for o in KNOWN if o.startswith(name) and o.startswith("--") == long_name)
+    return tuple(o for o in known if o.startswith(name) and o.startswith("--") == long_name)
 
 
 def is_option(item: str) -> bool:
@@ -163,8 +165,9 @@ def is_option(item: str) -> bool:
     return " " not in item.split("=", 1)[0]
 
 
-def read(argv: Iterable[Any]) -> Argv:
-    """The argv (items as strings) as vLLM reads it."""
+def read(argv: Iterable[Any], known: Options = KNOWN) -> Argv:
+    """The argv (items as strings) as vLLM reads it; `known`: the options whose names and arities it
+    resolves (an option outside it takes one value)."""
     items = [str(a) for a in argv]
     settings: list[Setting] = []
     positionals: list[tuple[int, str]] = []
@@ -183,12 +186,12 @@ def read(argv: Iterable[Any]) -> Argv:
             i += 2
             continue
         elif _is_dotted(item):
-            setting, used = _dotted(items, i)
+            setting, used = _dotted(items, i, known)
             settings.append(setting)
             i += used
             continue
         elif is_option(item):
-            setting, used = _option(items, i)
+            setting, used = _option(items, i, known)
             settings.append(setting)
             i += used
             continue
@@ -203,13 +206,16 @@ def _is_dotted(item: str) -> bool:
     return is_option(item) and "." in item.split("=", 1)[0]
 
 
-def _option(items: list[str], i: int) -> tuple[Setting, int]:
+def _option(items: list[str], i: int, known: Options = KNOWN) -> tuple[Setting, int]:
     item = items[i]
     name = canonical_name(item)
-    matches = resolve(name, "=" in item)
-    flags = {KNOWN[m][0] for m in matches}
+    matches = resolve(name, "=" in item, known)
+    if not matches and not item.startswith("--") and item[:2] in known:
+        # argparse reads `-n2` as the two-letter option -n with the value 2 (no KNOWN option is one)
+        return Setting(known[item[:2]][0], item[2:], i, item, (item[:2],)), 1
+    flags = {known[m][0] for m in matches}
     flag = flags.pop() if len(flags) == 1 else name
-    kind = KNOWN[matches[0]][1] if len(matches) == 1 else "value"
+    kind = known[matches[0]][1] if len(matches) == 1 else "value"
     if "=" in item:
         return Setting(flag, item.split("=", 1)[1], i, item, matches), 1
     if kind in ("true", "false"):
@@ -223,7 +229,7 @@ def _option(items: list[str], i: int) -> tuple[Setting, int]:
     return Setting(flag, value, i, item, matches, more=tuple(following[1:])), 1 + len(following)
 
 
-def _dotted(items: list[str], i: int) -> tuple[Setting, int]:
+def _dotted(items: list[str], i: int, known: Options = KNOWN) -> tuple[Setting, int]:
     item = items[i]
     key, has_value, text = item.partition("=")
     used = 1
@@ -232,9 +238,9 @@ def _dotted(items: list[str], i: int) -> tuple[Setting, int]:
         used = 2
     name, *keys = key.split(".")
     flag = canonical_name(name)
-    matches = resolve(flag, bool(has_value))
-    if len({KNOWN[m][0] for m in matches}) == 1:
-        flag = KNOWN[matches[0]][0]
+    matches = resolve(flag, bool(has_value), known)
+    if len({known[m][0] for m in matches}) == 1:
+        flag = known[matches[0]][0]
     value: Any
     if keys and keys[-1].endswith("+"):
         keys[-1] = keys[-1][:-1]
@@ -278,4 +284,14 @@ def _merge(into: dict[str, Any], update: dict[str, Any]) -> None:
             into[k] = v
 
 
-__all__ = ["KNOWN", "Argv", "Setting", "canonical_name", "how_read", "is_option", "read", "resolve"]
+__all__ = [
+    "KNOWN",
+    "Argv",
+    "Options",
+    "Setting",
+    "canonical_name",
+    "how_read",
+    "is_option",
+    "read",
+    "resolve",
+]

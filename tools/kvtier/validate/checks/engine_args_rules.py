@@ -10,15 +10,19 @@ flags they spell, so any of them in extraArgs would override the chart's value.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
-from kvtier.manifests import subject
-from kvtier.upstream import vllm_args
-from kvtier.validate.checks.crosspod import engines
+import yaml
+
+from kvtier import paths
+from kvtier.upstream import vllm_args, vllm_options
+from kvtier.validate.findings import Severity
 from kvtier.validate.inputs.loader import KeyPath, format_path
-from kvtier.validate.rules import Hit, ManifestsContext, ValuesContext, rule
+from kvtier.validate.rules import Hit, ValuesContext, rule
 from kvtier.values import extra_args, lookup, model_entries
 
 MODEL = -1  # in a key path: the index of the model whose extraArgs are read
@@ -171,34 +175,68 @@ def config_file(ctx: ValuesContext) -> Iterator[Hit]:
                 )
 
 
-def rendered_argvs(ctx: ManifestsContext) -> Iterator[tuple[str, list[str]]]:
-    """(who, args) of every rendered vLLM engine: standalone containers and HyperPod endpoints' workers."""
-    for m, c in engines(ctx):
-        yield f"{subject(m)} container {c.get('name')}", [str(a) for a in c.get("args") or []]
-    for m in ctx.manifests:
-        if m.get("kind") == "InferenceEndpointConfig":
-            args = ((m.get("spec") or {}).get("worker") or {}).get("args")
-            if isinstance(args, list):
-                yield f"{subject(m)} spec.worker", [str(a) for a in args]
+def _reported_elsewhere(model: dict[str, Any], owners: dict[str, Owner]) -> set[int]:
+    """The extraArgs items the rules above report: reserved flags, one-item flag-and-value, --config."""
+    view = extra_args(model)
+    found = {s.index for s in view.settings if any(vllm_args.KNOWN[m][0] in owners for m in s.matches)} | {
+        s.index for s in view.all("--config")
+    }
+    return found | {
+        j for j, item in view.positionals if item.startswith("-") and " " in item.split("=", 1)[0]
+    }
 
 
 @rule(
-    "engine-args-rendered",
-    scope="manifests",
-    reason="vLLM keeps the last of a repeated flag in any spelling: a rendered engine whose argv sets a flag "
-    "the chart owns twice runs with the later value, not the chart's",
-    remedy="set the flag through its values key only, never through extraArgs or a post-renderer",
+    "vllm-arg-invalid",
+    reason="vLLM's parser refuses an unknown or ambiguous flag, a missing value, a value that is not the "
+    "flag's type or one of its choices, and its config classes a value outside their bounds (vLLM's "
+    "argparse parser, vllm/engine/arg_utils.py, vllm/config): the engine exits at start and the pod "
+    "crash-loops",
+    remedy="fix the extraArgs item as the message says (`vllm serve --help=<flag>` describes a flag); the "
+    "facts are the pinned vLLM's (tools/kvtier/upstream/vllm_serve_options.json, `kvtier generate`)",
 )
-def rendered_once(ctx: ManifestsContext) -> Iterator[Hit]:
-    owned = set(RESERVED) | set(NATIVE_RESERVED)
-    for who, argv in rendered_argvs(ctx):
-        view = vllm_args.read(argv)
-        for flag in sorted(owned):
-            found = view.all(flag)
-            if len(found) > 1:
-                items = ", ".join(f"args[{s.index}] {s.item!r}" for s in found)
-                yield Hit(
-                    f"{who} sets {flag} {len(found)} times ({items}): vLLM runs with the last, "
-                    f"{view.value(flag)!r}",
-                    subject=who.split(" ", 1)[0],
-                )
+def vllm_arg_invalid(ctx: ValuesContext) -> Iterator[Hit]:
+    owners = reserved(ctx.values)
+    version = vllm_options.table().vllm
+    # The table is one vLLM release's: another release has other flags (new ones, removed ones such as
+    # --swap-space), so on an image whose vLLM is not known to be that release a problem is only likely.
+    known = _runs_the_tables_vllm(ctx.values, version)
+    severity: Severity = "error" if known else "warning"
+    caveat = "" if known else f" (if the image's vLLM is {version}: not the chart's default image)"
+    for i, model in model_entries(ctx.values):
+        items = model.get("extraArgs")
+        if not isinstance(items, list):
+            continue
+        skip = _reported_elsewhere(model, owners)
+        for problem in vllm_options.problems([str(a) for a in items]):
+            if problem.index in skip:
+                continue
+            yield Hit(
+                f"models[{i}].extraArgs[{problem.index}] {str(items[problem.index])!r}: vLLM {version} "
+                f"refuses it ({problem.stage}){caveat}: {problem.message}",
+                ("models", i, "extraArgs", problem.index),
+                severity=severity,
+            )
+
+
+@cache
+def _chart_images() -> dict[str, Any]:
+    defaults = yaml.safe_load((paths.CHARTS / "kv-tiered-inference" / "values.yaml").read_text())
+    return {
+        "standalone": lookup(defaults, "engine", "image"),
+        "hyperpod": lookup(defaults, "hyperpod", "worker", "image"),
+    }
+
+
+def _runs_the_tables_vllm(values: dict[str, Any], version: str) -> bool:
+    """Whether the engines run the vLLM release of the options table: the chart's default image (built on
+    the pinned vLLM), or an image whose tag starts with that release (`v<release>`, `<release>-lmcache<x>`, as
+    vLLM's own images and the CPU rig's are tagged)."""
+    hyperpod = lookup(values, "target") == "hyperpod"
+    image = lookup(values, *(("hyperpod", "worker", "image") if hyperpod else ("engine", "image")))
+    default = _chart_images()["hyperpod" if hyperpod else "standalone"]
+    fields = ("registry", "repository", "tag", "digest")
+    image = image if isinstance(image, dict) else {}  # absent: the chart's default
+    if all(image.get(k, default.get(k)) == default.get(k) for k in fields):
+        return True
+    return re.match(rf"v?{re.escape(version)}(?:$|-)", str(image.get("tag") or "")) is not None
