@@ -50,6 +50,18 @@ REFUSED: dict[str, tuple[list[str], list[tuple[str, int, str]]]] = {
     "negative decimal at the end": (["--watermark", "-0.5"], [("-0.5", 1, "argparse")]),
     "a config flag's JSON that is no object": (["-ac", "300"], [("--attention-config", 0, "argparse")]),
     "a config flag's JSON list": (["--compilation-config", "[3]"], [("--compilation-config", 0, "argparse")]),
+    "a config flag's value that is no JSON": (
+        ["--logging-config=/etc/log.json"],
+        [("--logging-config", 0, "argparse")],
+    ),
+    "a LoRA module that is neither name=path nor JSON": (
+        ["--lora-modules", "0.95"],
+        [("--lora-modules", 0, "argparse")],
+    ),
+    "a LoRA module's JSON without its path": (
+        ["--lora-modules", '{"name": "sql"}'],
+        [("--lora-modules", 0, "argparse")],
+    ),
     "max num seqs 0": (["--max-num-seqs", "0"], [("--max-num-seqs", 0, "scheduler-fields")]),
     "block size 0": (["--block-size", "0"], [("--block-size", 0, "cache")]),
     "memory utilization above 1": (
@@ -86,7 +98,8 @@ ACCEPTED: dict[str, list[str]] = {
     "plain flags": ["--max-num-seqs", "4", "--enforce-eager", "--no-enable-chunked-prefill"],
     "underscores and =": ["--max_num_seqs=4", "--enforce_eager"],
     "a config flag's JSON object, its keys vLLM's to judge": ["-ac", '{"backend": "FLASH_ATTN"}'],
-    "a config flag's value that is no JSON (vLLM expands 8k first)": ["--compilation-config", "{x: 8k}"],
+    "a config flag's JSON with vLLM's human-readable numbers": ["-ac", '{"a": 8k, "b": "8k"}'],
+    "LoRA modules as name=path and as JSON": ["--lora-modules", "a=/p", '{"name": "b", "path": "/q"}'],
     "unique prefix": ["--max-num-se", "4"],
     "short alias": ["-tp", "2"],
     "two-letter option with an attached value": ["-n2"],
@@ -104,7 +117,7 @@ ACCEPTED: dict[str, list[str]] = {
     "negative decimal after =": ["--dp-supervisor-probe-interval-s=-0.5"],
     "a rewritten field keeps no bound": ["--data-parallel-size-local", "-1"],
     # converters the table does not model accept anything: never a false refusal
-    "vLLM's own converter": ["--compilation-config", "not json", "--hf-overrides", "{bad"],
+    "vLLM's own converter": ["--hf-overrides", "{bad"],  # union_dict_and_str: vLLM takes it as a string
     "negative decimal taken by a list flag": ["--served-model-name", "a", "-0.5", "b"],
 }
 

@@ -137,17 +137,42 @@ def convert(option: Option, text: str) -> Any:
     return _UNKNOWN
 
 
+def _expand_numbers(text: str) -> str:
+    """vLLM's _expand_json_human_readable_numbers: a bare 8k or 2G outside JSON strings becomes an integer."""
+    parts = re.split(r'("(?:[^"\\]|\\.)*")', text)
+    for i in range(0, len(parts), 2):  # outside strings
+        parts[i] = re.sub(r"\b\d+(?:\.\d+)?[kKmMgGtT]\b", lambda m: str(_human_int(m.group())), parts[i])
+    return "".join(parts)
+
+
 def _config_object(text: str) -> Any:
-    """A config flag's value (vLLM's parse_dataclass: pydantic's TypeAdapter(ConfigClass).validate_json): a
-    JSON object, whose keys only vLLM can judge. JSON that is no object is refused ("Input should be an
-    object"); text that is no JSON may still be vLLM's (it first expands numbers such as 8k), so unknown."""
+    """A config flag's value (vLLM's parse_dataclass: its numbers expanded, then pydantic's
+    TypeAdapter(ConfigClass).validate_json): a JSON object, whose keys only vLLM can judge. Text that is no
+    JSON ("Invalid JSON") or JSON that is no object ("Input should be an object") is refused."""
     try:
-        value = json.loads(text)
+        value = json.loads(_expand_numbers(text))
     except ValueError:
-        return _UNKNOWN
+        raise ValueError("not JSON") from None
     if not isinstance(value, dict):
         raise ValueError("not a JSON object")
     return value
+
+
+# vLLM's LoRAModulePath (vllm/entrypoints/openai/models/protocol.py): the fields a JSON module may have.
+LORA_FIELDS, LORA_REQUIRED = {"name", "path", "base_model_name", "is_3d_lora_weight"}, {"name", "path"}
+
+
+def _lora_module(text: str) -> None:
+    """One --lora-modules item as vLLM's LoRAParserAction reads it: `name=path` (no comma), else a JSON
+    object of LoRAModulePath's fields; ValueError otherwise."""
+    if text in ("", "None") or ("=" in text and "," not in text):
+        return
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise ValueError("neither name=path nor JSON") from None
+    if not isinstance(value, dict) or not LORA_REQUIRED <= set(value) <= LORA_FIELDS:
+        raise ValueError("not a JSON object of name, path (and base_model_name)")
 
 
 EXPECTED = {
@@ -162,6 +187,15 @@ EXPECTED = {
 
 def _value_problems(option: Option, text: str) -> Iterator[str]:
     """What vLLM's parser says of one value, with the fix."""
+    if option.action.endswith(".LoRAParserAction"):
+        try:
+            _lora_module(text)
+        except ValueError as error:
+            yield (
+                f"invalid --lora-modules item {text!r} ({error}); write name=path or "
+                '\'{"name": "...", "path": "...", "base_model_name": "..."}\''
+            )
+        return
     try:
         value = convert(option, text)
     except ValueError:
