@@ -32,7 +32,7 @@ component gets its own name (<chart>-master, <chart>-worker, ...) so selectors n
 Call with (dict "root" $ "component" "master").
 */}}
 {{- define "curvine.selectorLabels" -}}
-app.kubernetes.io/name: {{ include "curvine.suffixedName" (dict "base" (include "curvine.name" .root) "suffix" (printf "-%s" .component) "max" 63) }}
+app.kubernetes.io/name: {{ include "curvine.suffixedName" (dict "base" (include "curvine.name" .root) "suffix" (printf "-%s" .component) "max" 63) | quote }}
 app.kubernetes.io/instance: {{ .root.Release.Name }}
 {{- end -}}
 
@@ -43,7 +43,7 @@ not restart it (the CSI node plugin serves live FUSE mounts).
 {{- define "curvine.podLabels" -}}
 {{ include "curvine.selectorLabels" . }}
 app.kubernetes.io/component: {{ .component }}
-app.kubernetes.io/part-of: {{ include "curvine.name" .root }}
+app.kubernetes.io/part-of: {{ include "curvine.name" .root | quote }}
 {{- with .root.Values.commonLabels }}
 {{ toYaml . }}
 {{- end }}
@@ -53,7 +53,7 @@ app.kubernetes.io/part-of: {{ include "curvine.name" .root }}
 {{- define "curvine.labels" -}}
 {{ include "curvine.selectorLabels" . }}
 app.kubernetes.io/component: {{ .component }}
-app.kubernetes.io/part-of: {{ include "curvine.name" .root }}
+app.kubernetes.io/part-of: {{ include "curvine.name" .root | quote }}
 app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .root.Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace "+" "_" }}

@@ -22,7 +22,7 @@ carries (selector labels are name + instance only, so custom labels never touch 
 
 {{/* Selector labels: name + instance only, so custom labels never touch immutable selectors. */}}
 {{- define "kv-tiered-inference.selectorLabels" -}}
-app.kubernetes.io/name: {{ include "kv-tiered-inference.name" . }}
+app.kubernetes.io/name: {{ include "kv-tiered-inference.name" . | quote }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
@@ -98,7 +98,7 @@ Secret is named. Input: root.
 - name: VLLM_API_KEY
   valueFrom:
     secretKeyRef:
-      name: {{ . }}
-      key: {{ $.Values.auth.apiKeySecret.key }}
+      name: {{ . | quote }}
+      key: {{ $.Values.auth.apiKeySecret.key | quote }}
 {{- end }}
 {{- end -}}
