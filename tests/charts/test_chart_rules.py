@@ -24,8 +24,9 @@ STANDALONE = FIXTURES / "good-minimal.yaml"
 HYPERPOD = paths.VALUES / "hyperpod-g6e-4xlarge.yaml"
 DELETE = object()  # an overlay value that removes the key from the base file
 
-# A template `fail` and the start of its message (a string literal, or printf's format).
-_FAIL = re.compile(r'\bfail\s+(?:\(\s*printf\s+)?"((?:[^"\\]|\\.)*)"')
+# A template `fail` or `required` (Helm's refusal too) and the start of its message (a string literal, or
+# printf's format).
+_FAIL = re.compile(r'\b(?:fail|required)\s+(?:\(\s*printf\s+)?"((?:[^"\\]|\\.)*)"')
 _TAG = re.compile(r"\[([a-z0-9][a-z0-9-]*)\] ([^\s:]+): ")
 
 NATIVE = {
@@ -174,6 +175,12 @@ CASES: dict[str, tuple[Path, dict[str, Any], str, str]] = {
         "engine.extraEnv",
         "PYTHONHASHSEED is set by the chart",
     ),
+    "image-reference": (
+        STANDALONE,
+        {"router": {"image": {"tag": None}}},
+        "router.image.tag",
+        "needs a tag or a digest",
+    ),
     "api-served": (
         STANDALONE,
         {"metrics": {"prometheusRule": {"enabled": True}}},
@@ -267,6 +274,7 @@ CASES: dict[str, tuple[Path, dict[str, Any], str, str]] = {
 # that claim below (the schema must refuse the value), so a loosened schema brings the rule back here.
 SCHEMA_FIRST: dict[str, tuple[dict[str, Any], str]] = {
     "quantity-format": ({"engine": {"shmSize": "16 gigabytes"}}, "engine.shmSize"),
+    "routing-strategy": ({"routing": {"strategy": "leastload"}}, "routing.strategy"),
 }
 
 

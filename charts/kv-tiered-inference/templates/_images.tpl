@@ -2,7 +2,7 @@
 
 {{/*
 One image reference: global.imageRegistry > image.registry; digest beats tag.
-Input: dict "image" <image values> "root" $.
+Input: dict "image" <image values> "key" <its values key, for the refusal> "root" $.
 */}}
 {{- define "kv-tiered-inference.image" -}}
 {{- $registry := .image.registry -}}
@@ -12,16 +12,16 @@ Input: dict "image" <image values> "root" $.
 {{- if .image.digest -}}
 {{- printf "%s@%s" $repo .image.digest -}}
 {{- else -}}
-{{- printf "%s:%s" $repo (required (printf "image %s needs a tag or a digest" .image.repository) .image.tag) -}}
+{{- printf "%s:%s" $repo (required (printf "[image-reference] %s.tag: image %s needs a tag or a digest (the chart never defaults to latest)" .key .image.repository) .image.tag) -}}
 {{- end -}}
 {{- end -}}
 
 {{/* The test pods' image values: tests.image, or the engine image when its repository is empty. */}}
 {{- define "kv-tiered-inference.testImage" -}}
 {{- if .Values.tests.image.repository -}}
-{{- include "kv-tiered-inference.image" (dict "image" .Values.tests.image "root" .) -}}
+{{- include "kv-tiered-inference.image" (dict "image" .Values.tests.image "key" "tests.image" "root" .) -}}
 {{- else -}}
-{{- include "kv-tiered-inference.image" (dict "image" .Values.engine.image "root" .) -}}
+{{- include "kv-tiered-inference.image" (dict "image" .Values.engine.image "key" "engine.image" "root" .) -}}
 {{- end -}}
 {{- end -}}
 

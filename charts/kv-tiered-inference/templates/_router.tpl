@@ -22,7 +22,7 @@ load-only scoring; static --kv-event-source entries need stable per-replica addr
 {{/* The router --policy of a routing strategy (HyperPod's names mapped onto vllm-router's). */}}
 {{- define "kv-tiered-inference.routerPolicy" -}}
 {{- $map := dict "prefixaware" "cache_aware" "kvaware" "kv_aware" "session" "consistent_hash" "roundrobin" "round_robin" -}}
-{{- get $map .Values.routing.strategy | required (printf "routing.strategy %q: expected prefixaware, kvaware, session or roundrobin" .Values.routing.strategy) -}}
+{{- get $map .Values.routing.strategy | required (printf "[routing-strategy] routing.strategy: %q: expected prefixaware, kvaware, session or roundrobin" .Values.routing.strategy) -}}
 {{- end -}}
 
 {{/*

@@ -111,6 +111,18 @@ declare(
     remedy="drop nvidia.com/gpu from the model's resources and set gpusPerReplica",
 )
 declare(
+    "image-reference",
+    reason="every container image is pinned: an image without a tag or a digest would be pulled as latest, "
+    "whatever that is on the day a node starts the pod",
+    remedy="set the image's tag (or digest); a `tag: null` in a values file deletes the chart's default tag",
+)
+declare(
+    "routing-strategy",
+    reason="the router's policy is chosen by routing.strategy: a name outside the four the chart knows has "
+    "no vllm-router policy",
+    remedy="set routing.strategy to prefixaware, kvaware, session or roundrobin",
+)
+declare(
     "quantity-format",
     reason="the chart sizes L1, /dev/shm and the eviction watermark from Kubernetes quantities: anything "
     "else cannot be converted to bytes",

@@ -215,11 +215,16 @@ def retarget_refusal(finding: Finding, values: Any, origins: Any) -> Finding:
     default, at that null (the likely cause)."""
     key = named_key(finding.path or finding.message, values)
     note = ""
-    if key is None:
-        nulled = nulled_defaults(origins)
+    nulled = nulled_defaults(origins)
+    # A refusal that names a key a user's null deleted (`router.image.tag: ... needs a tag`): the values
+    # hold only its parent, but the null is the cause, and its line the one to show.
+    deleted = [
+        n for n in nulled if key is not None and n[: len(key)] == key and format_path(n) in finding.message
+    ]
+    if key is None or deleted:
         if not nulled:
             return finding
-        key = nulled[0]
+        key = (deleted or nulled)[0]
         note = f"`{format_path(key)}: null` deleted the chart's default, which the templates read"
     spot = origins.missing(key[:-1], str(key[-1])) if note else origins.at(key)
     return replace(
