@@ -19,10 +19,12 @@ from typing import Any
 import yaml
 
 from kvtier import paths
+from kvtier.manifests import subject
 from kvtier.upstream import vllm_args, vllm_options
+from kvtier.validate.checks.crosspod import engines
 from kvtier.validate.findings import Severity
 from kvtier.validate.inputs.loader import KeyPath, format_path
-from kvtier.validate.rules import Hit, ValuesContext, rule
+from kvtier.validate.rules import Hit, ManifestsContext, ValuesContext, rule
 from kvtier.values import extra_args, lookup, model_entries
 
 MODEL = -1  # in a key path: the index of the model whose extraArgs are read
@@ -240,3 +242,36 @@ def _runs_the_tables_vllm(values: dict[str, Any], version: str) -> bool:
     if all(image.get(k, default.get(k)) == default.get(k) for k in fields):
         return True
     return re.match(rf"v?{re.escape(version)}(?:$|-)", str(image.get("tag") or "")) is not None
+
+
+def rendered_argvs(ctx: ManifestsContext) -> Iterator[tuple[str, list[str]]]:
+    """(who, args) of every rendered vLLM engine: standalone containers and HyperPod endpoints' workers."""
+    for m, c in engines(ctx):
+        yield f"{subject(m)} container {c.get('name')}", [str(a) for a in c.get("args") or []]
+    for m in ctx.manifests:
+        if m.get("kind") == "InferenceEndpointConfig":
+            args = ((m.get("spec") or {}).get("worker") or {}).get("args")
+            if isinstance(args, list):
+                yield f"{subject(m)} spec.worker", [str(a) for a in args]
+
+
+@rule(
+    "engine-args-rendered",
+    scope="manifests",
+    reason="vLLM keeps the last of a repeated flag in any spelling: a rendered engine whose argv sets a flag "
+    "the chart owns twice runs with the later value, not the chart's",
+    remedy="set the flag through its values key only, never through extraArgs or a post-renderer",
+)
+def rendered_once(ctx: ManifestsContext) -> Iterator[Hit]:
+    owned = set(RESERVED) | set(NATIVE_RESERVED)
+    for who, argv in rendered_argvs(ctx):
+        view = vllm_args.read(argv)
+        for flag in sorted(owned):
+            found = view.all(flag)
+            if len(found) > 1:
+                items = ", ".join(f"args[{s.index}] {s.item!r}" for s in found)
+                yield Hit(
+                    f"{who} sets {flag} {len(found)} times ({items}): vLLM runs with the last, "
+                    f"{view.value(flag)!r}",
+                    subject=who.split(" ", 1)[0],
+                )
