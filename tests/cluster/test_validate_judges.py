@@ -129,7 +129,7 @@ def test_validate_refuses_what_the_real_judges_refuse(
     # validate's judge installs the operators' CRDs (KEDA, Prometheus, HyperPod) on the test cluster, so
     # both sides see them served.
     judge = server.local_judge(Rest.from_kubeconfig(kube_cluster), VALIDATE_NS, {}, "the test cluster")
-    apiserver = judges.ApiServer(api, ORACLE_NS)
+    apiserver = judges.ApiServer(api, ORACLE_NS, tmp_path)
 
     environments = {p.name: yaml.safe_load(p.read_text()) for p in sorted(paths.VALUES.glob("*.yaml"))}
     base_renders = [

@@ -6,9 +6,9 @@ differential tests.
 - The API server: every rendered object is sent with the official Kubernetes client's dynamic client as a
   server-side apply with dryRun=All and strict field validation, after the release's ServiceAccounts are
   created for real (Helm creates them before the pods that use them).
-- vLLM: each rendered engine container's `vllm serve` argv goes through the pinned vLLM's parser and the
-  config checks the serve path runs before it reads the model (engine_rig/vllm_args_probe.py, one process
-  in the engine venv for every argv).
+- vLLM: each rendered engine's `vllm serve` argv (a container's, or a HyperPod endpoint worker's) goes
+  through the pinned vLLM's parser and the config checks the serve path runs before it reads the model
+  (engine_rig/vllm_args_probe.py, one process in the engine venv for every argv).
 """
 
 from __future__ import annotations
@@ -87,8 +87,10 @@ def helm_category(error: str) -> str:
 class ApiServer:
     """Server-side dry runs through the official client's dynamic client, in one namespace."""
 
-    def __init__(self, api: client.ApiClient, namespace: str) -> None:
-        self.client = dynamic.DynamicClient(api)
+    def __init__(self, api: client.ApiClient, namespace: str, cache_dir: Path) -> None:
+        # The dynamic client keeps discovery in a file named after the server's address: a cluster of an
+        # earlier session on the same loopback port would answer for this one. Its own file, then.
+        self.client = dynamic.DynamicClient(api, cache_file=str(cache_dir / "discovery.json"))
         self.namespace = namespace
         self._resources: dict[tuple[str, str], Any] = {}
         self._lock = threading.Lock()  # discovery's cache is not for threads; the requests are
@@ -139,10 +141,17 @@ class ApiServer:
 
 
 def engine_argvs(manifests: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
-    """(image, the argv after `vllm`) of every rendered container whose command is vLLM's CLI."""
+    """(image, the argv after `vllm`) of every rendered engine: a container whose command is vLLM's CLI,
+    and a HyperPod endpoint's worker, whose image's entrypoint is `vllm serve` and whose args the operator
+    passes to it (the model path first)."""
     found = []
     for m in manifests:
-        pod = ((m.get("spec") or {}).get("template") or {}).get("spec") or {}
+        spec = m.get("spec") or {}
+        if m.get("kind") == "InferenceEndpointConfig" and isinstance(spec.get("worker"), dict):
+            worker = spec["worker"]
+            found.append((str(worker.get("image")), ["serve", *(str(a) for a in worker.get("args") or [])]))
+            continue
+        pod = (spec.get("template") or {}).get("spec") or {}
         for c in pod.get("containers") or []:
             if c.get("command") == ["vllm"]:
                 found.append((str(c.get("image")), [str(a) for a in c.get("args") or []]))
