@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from kvtier import helm, paths
+from kvtier import helm, helmyaml, paths
 
 RELEASE = "rel"
 NAMESPACE = "kv"
@@ -42,6 +42,21 @@ def render(
     for key, value in (set_values or {}).items():
         args += ["--set-string" if isinstance(value, str) else "--set", f"{key}={value}"]
     return helm.run([*args, *extra], major=major, timeout=120)
+
+
+def render_one_key(
+    key: tuple[str, ...], value: Any, base: Path, folder: Path
+) -> subprocess.CompletedProcess[str]:
+    """The umbrella over `base` with one key (a path of mapping keys) set to `value` in a second -f file,
+    as a user's override file would set it (written as Helm's YAML reads it)."""
+    override: dict[str, Any] = {}
+    node = override
+    for name in key[:-1]:
+        node = node.setdefault(name, {})
+    node[key[-1]] = value
+    file = folder / f"{base.stem}-{'.'.join(key)}.yaml"
+    file.write_text(helmyaml.dump(override))
+    return render("kv-tiered-inference", values=[base, file], release="x", namespace="default")
 
 
 def render_docs(chart: str | Path, **kwargs: Any) -> list[dict[str, Any]]:

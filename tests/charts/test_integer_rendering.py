@@ -9,14 +9,13 @@ values/staging.yaml and renders with the pinned Helm 3: no rendered line may car
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
-from render import helm_bin
+from render import helm_bin, render_one_key
 
 from kvtier import helm, helmyaml, paths
 from kvtier import schema as schema_source
@@ -41,25 +40,15 @@ def integer_keys(node: Any, at: tuple[str, ...] = ()) -> Iterator[tuple[str, ...
             yield from integer_keys(sub, at)
 
 
-def render_with(key: tuple[str, ...], folder: Path) -> subprocess.CompletedProcess[str]:
-    override: dict[str, Any] = {}
-    node = override
-    for name in key[:-1]:
-        node = node.setdefault(name, {})
-    node[key[-1]] = BIG
-    file = folder / f"{'.'.join(key)}.yaml"
-    file.write_text(helmyaml.dump(override))
-    chart = paths.CHARTS / "kv-tiered-inference"
-    return helm.run(["template", "x", str(chart), "-f", str(BASE), "-f", str(file)], major=3, timeout=120)
-
-
 def test_no_integer_renders_in_exponent_form(need, tmp_path: Path) -> None:
     need(helm_bin(3).exists(), "pinned Helm 3 not built: run `make tools`")
     umbrella = schema_source.bundle(paths.SCHEMA / "kv-tiered-inference.values.schema.json")
     keys = sorted(set(integer_keys(umbrella)))
     assert len(keys) > 60, "the schema walk lost its reach"
     with ThreadPoolExecutor(max_workers=2) as pool:
-        results = dict(zip(keys, pool.map(lambda k: render_with(k, tmp_path), keys), strict=True))
+        results = dict(
+            zip(keys, pool.map(lambda k: render_one_key(k, BIG, BASE, tmp_path), keys), strict=True)
+        )
     rendered = {k: r.stdout for k, r in results.items() if r.returncode == 0}
     # a key the chart refuses at this size (a cross-field check) says nothing about formatting
     assert len(rendered) >= 0.8 * len(keys), {".".join(k): r.stderr[-200:] for k, r in results.items()}

@@ -11,16 +11,15 @@ fields whose Kubernetes type takes a number too (quantities, int-or-string ports
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import yaml
-from render import helm_bin
+from render import helm_bin, render_one_key
 
-from kvtier import helm, helmyaml, paths
+from kvtier import paths
 from kvtier import schema as schema_source
 
 NUMBER = "7654321"
@@ -58,18 +57,6 @@ def numbers(node: Any, at: str = "") -> Iterator[str]:
             yield at
 
 
-def render_with(key: tuple[str, ...], base: Path, folder: Path) -> subprocess.CompletedProcess[str]:
-    override: dict[str, Any] = {}
-    node = override
-    for name in key[:-1]:
-        node = node.setdefault(name, {})
-    node[key[-1]] = NUMBER
-    file = folder / f"{base.stem}-{'.'.join(key)}.yaml"
-    file.write_text(helmyaml.dump(override))
-    chart = paths.CHARTS / "kv-tiered-inference"
-    return helm.run(["template", "x", str(chart), "-f", str(base), "-f", str(file)], major=3, timeout=120)
-
-
 def test_no_string_of_the_values_renders_as_a_number(need, tmp_path: Path) -> None:
     need(helm_bin(3).exists(), "pinned Helm 3 not built: run `make tools`")
     umbrella = schema_source.bundle(paths.SCHEMA / "kv-tiered-inference.values.schema.json")
@@ -77,7 +64,7 @@ def test_no_string_of_the_values_renders_as_a_number(need, tmp_path: Path) -> No
     assert len(keys) > 80, "the schema walk lost its reach"
     cases = [(key, base) for key in keys for base in BASES]
     with ThreadPoolExecutor(max_workers=2) as pool:
-        results = list(pool.map(lambda c: render_with(*c, tmp_path), cases))
+        results = list(pool.map(lambda c: render_one_key(c[0], NUMBER, c[1], tmp_path), cases))
     rendered = [(key, r.stdout) for (key, _), r in zip(cases, results, strict=True) if r.returncode == 0]
     # a key whose pattern or cross-field check refuses a number says nothing about quoting
     assert len(rendered) >= 0.5 * len(cases), "most renders were refused: the test judges too little"
