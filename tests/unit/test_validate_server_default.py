@@ -4,6 +4,8 @@ started is stopped (the idle watcher's rule), on a cache folder of the test's ow
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -11,8 +13,8 @@ import pytest
 from kvtier.cluster.common import binaries
 from kvtier.cluster.kwok import idle, lifecycle, sharing
 from kvtier.errors import UserError
-from kvtier.validate.layers import server
-from kvtier.validate.options import IDLE_ENV
+from kvtier.validate.layers import live_judges, server
+from kvtier.validate.options import IDLE_ENV, Options
 
 NAME = "kvtier-validate"
 
@@ -81,3 +83,22 @@ def test_a_cluster_started_by_hand_is_never_stopped(cache: Path, monkeypatch: py
     sharing.stop_if_ours(NAME)
     assert downs == [NAME]
     assert not (sharing.users_dir(NAME) / sharing.STARTED_BY_TESTS).exists()
+
+
+def test_a_control_plane_that_cannot_start_is_said_by_default_and_an_error_when_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    @contextmanager
+    def refuses(*args: object, **kwargs: object) -> Iterator[None]:
+        raise UserError("kube-apiserver did not become ready in 300 s")
+        yield
+
+    monkeypatch.setattr(server, "unavailable", lambda context: "")
+    monkeypatch.setattr(server, "connect", refuses)
+    with live_judges.server_judge(Options(server=None), None) as judge:
+        assert judge == "no API server could be had: kube-apiserver did not become ready in 300 s"
+    with (
+        pytest.raises(UserError, match="did not become ready"),
+        live_judges.server_judge(Options(server=True), None),
+    ):
+        pass

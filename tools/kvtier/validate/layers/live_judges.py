@@ -1,12 +1,12 @@
 """The layers of `kvtier validate` that ask a live judge: the API server's dry run (by default where one
-can be had, --server to insist, --offline to skip), the
-cluster the release goes to (--context: what the pods read exists, some node can run them) and vLLM's own
-parser (--vllm). Each imports its client only when asked, so an offline run loads none of them."""
+can be had, --server to insist, --offline to skip), the cluster the release goes to (--context: what the
+pods read exists, some node can run them) and vLLM's own parser (--vllm). Each imports its client only
+when asked, so an offline run loads none of them."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from functools import cache
 from typing import Any
 
@@ -57,9 +57,18 @@ def server_judge(options: Options, given: Any) -> Iterator[Any]:
     if options.server is None and (why := server.unavailable(options.kube_context)):
         yield why
         return
-    with server.connect(
-        options.namespace, options.kube_context, options.kubeconfig, options.pod_security
-    ) as judge:
+    with ExitStack() as stack:
+        judge: Any  # a server.Judge, or why there is none
+        try:
+            judge = stack.enter_context(
+                server.connect(
+                    options.namespace, options.kube_context, options.kubeconfig, options.pod_security
+                )
+            )
+        except UserError as error:
+            if options.server:  # asked for: no judge is an error
+                raise
+            judge = f"no API server could be had: {error}"
         yield judge
 
 
