@@ -13,16 +13,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
-import yaml
-
-from kvtier import paths
 from kvtier.manifests import subject
 from kvtier.upstream import vllm_args, vllm_options
 from kvtier.validate.checks.crosspod import engines
 from kvtier.validate.findings import Severity
+from kvtier.validate.inputs import merge
 from kvtier.validate.inputs.loader import KeyPath, format_path
 from kvtier.validate.rules import Hit, ManifestsContext, ValuesContext, rule
 from kvtier.values import extra_args, lookup, model_entries
@@ -113,7 +110,7 @@ def reserved_args(ctx: ValuesContext) -> Iterator[Hit]:
     who = "the chart or the HyperPod operator" if ctx.values.get("target") == "hyperpod" else "the chart"
     for i, model in model_entries(ctx.values):
         for setting in extra_args(model).settings:
-            owned = [f for f in dict.fromkeys(vllm_args.KNOWN[m][0] for m in setting.matches) if f in owners]
+            owned = _owned(setting, owners)
             if not owned:
                 continue
             where = f"models[{i}].extraArgs[{setting.index}] {setting.item!r}"
@@ -134,6 +131,17 @@ def reserved_args(ctx: ValuesContext) -> Iterator[Hit]:
             )
 
 
+def _flag_and_value_in_one(item: str) -> bool:
+    """An extraArgs item that holds a flag and its value ('--max-model-len 8192'): vLLM's parser reads it
+    as one stray positional."""
+    return item.startswith("-") and " " in item.split("=", 1)[0]
+
+
+def _owned(setting: vllm_args.Setting, owners: dict[str, Owner]) -> list[str]:
+    """The chart-owned flags an extraArgs setting may stand for (several for an ambiguous prefix)."""
+    return [f for f in dict.fromkeys(vllm_args.KNOWN[m][0] for m in setting.matches) if f in owners]
+
+
 @rule(
     "engine-args-one-per-item",
     reason="each extraArgs item is one argument: an item holding a flag and its value ('--max-model-len "
@@ -144,7 +152,7 @@ def reserved_args(ctx: ValuesContext) -> Iterator[Hit]:
 def one_per_item(ctx: ValuesContext) -> Iterator[Hit]:
     for i, model in model_entries(ctx.values):
         for j, item in extra_args(model).positionals:
-            if item.startswith("-") and " " in item.split("=", 1)[0]:
+            if _flag_and_value_in_one(item):
                 yield Hit(
                     f"models[{i}].extraArgs[{j}] {item!r} is one argument to vLLM, not a flag and its value",
                     ("models", i, "extraArgs", j),
@@ -180,12 +188,11 @@ def config_file(ctx: ValuesContext) -> Iterator[Hit]:
 def _reported_elsewhere(model: dict[str, Any], owners: dict[str, Owner]) -> set[int]:
     """The extraArgs items the rules above report: reserved flags, one-item flag-and-value, --config."""
     view = extra_args(model)
-    found = {s.index for s in view.settings if any(vllm_args.KNOWN[m][0] in owners for m in s.matches)} | {
-        s.index for s in view.all("--config")
-    }
-    return found | {
-        j for j, item in view.positionals if item.startswith("-") and " " in item.split("=", 1)[0]
-    }
+    return (
+        {s.index for s in view.settings if _owned(s, owners)}
+        | {s.index for s in view.all("--config")}
+        | {j for j, item in view.positionals if _flag_and_value_in_one(item)}
+    )
 
 
 @rule(
@@ -221,22 +228,14 @@ def vllm_arg_invalid(ctx: ValuesContext) -> Iterator[Hit]:
             )
 
 
-@cache
-def _chart_images() -> dict[str, Any]:
-    defaults = yaml.safe_load((paths.CHARTS / "kv-tiered-inference" / "values.yaml").read_text())
-    return {
-        "standalone": lookup(defaults, "engine", "image"),
-        "hyperpod": lookup(defaults, "hyperpod", "worker", "image"),
-    }
-
-
 def _runs_the_tables_vllm(values: dict[str, Any], version: str) -> bool:
     """Whether the engines run the vLLM release of the options table: the chart's default image (built on
     the pinned vLLM), or an image whose tag starts with that release (`v<release>`, `<release>-lmcache<x>`, as
     vLLM's own images and the CPU rig's are tagged)."""
     hyperpod = lookup(values, "target") == "hyperpod"
-    image = lookup(values, *(("hyperpod", "worker", "image") if hyperpod else ("engine", "image")))
-    default = _chart_images()["hyperpod" if hyperpod else "standalone"]
+    image_key = ("hyperpod", "worker", "image") if hyperpod else ("engine", "image")
+    image = lookup(values, *image_key)
+    default = lookup(merge.umbrella().defaults, *image_key) or {}
     fields = ("registry", "repository", "tag", "digest")
     image = image if isinstance(image, dict) else {}  # absent: the chart's default
     if all(image.get(k, default.get(k)) == default.get(k) for k in fields):
