@@ -112,6 +112,11 @@ def unavailable(kube_context: str | None) -> str:
     on --context's cluster, else on the local control plane when its binaries are built."""
     if kube_context or lifecycle.running():
         return ""
+    return _not_built()
+
+
+def _not_built() -> str:
+    """What to build when the local control plane's binaries are missing ("" when they are there)."""
     absent = binaries.missing()
     if absent:
         return (
@@ -151,12 +156,8 @@ def connect(
             lifecycle.rest(lifecycle.DEFAULT_NAME), namespace, pod_security, "the running local cluster"
         )
         return
-    absent = binaries.missing()
-    if absent:
-        raise UserError(
-            f"--server without --context needs the local control plane, whose binaries are not built "
-            f"({', '.join(absent)}): run `make cluster-tools`, or give --context"
-        )
+    if why := _not_built():
+        raise UserError(f"--server: {why}")
     idle = idle_seconds()
     with sharing.shared(LOCAL_CLUSTER, LOCAL_TIMEOUT, keep=idle > 0) as info:
         if idle > 0:
