@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 import yaml
-from kubernetes import client, config
+from kubernetes import config
 
 from harness import judges, values_mutations
 from kvtier import paths, toolchain
@@ -45,7 +45,7 @@ from kvtier.validate.layers import render, server
 
 FILES = int(os.environ.get("KVTIER_JUDGE_FILES", "1000"))
 SEED = int(os.environ.get("KVTIER_JUDGE_SEED", "20261204"))
-VALIDATE_NS, ORACLE_NS = "judged", "oracle"
+VALIDATE_NS = "judged"
 OPTIONS = pipeline.Options(helm_majors=(3,), minors=("1.35",), namespace=VALIDATE_NS)
 # Categories of refusal validate's default mode may miss, each with the reason. The default mode has the
 # API server but not vLLM: `--vllm` (the engine venv, 6.6 GB) runs these checks; offline, the options
@@ -75,7 +75,7 @@ def _errors(report: pipeline.FileReport, offline: bool = False) -> list[Any]:
 
 def _oracle(helm3: Path, api: judges.ApiServer, path: Path) -> judges.Verdict:
     verdict = judges.Verdict()
-    manifests, error = judges.helm_render(helm3, path, ORACLE_NS)
+    manifests, error = judges.helm_render(helm3, path, api.namespace)
     if manifests is None:
         verdict.refusals.append(("Helm", judges.helm_category(error), error.splitlines()[-1][:300]))
         return verdict
@@ -107,34 +107,23 @@ def _add_vllm(verdicts: list[judges.Verdict]) -> None:
                 verdict.refusals.append(("vLLM", f"vllm: {answer['stage']}", answer["error"][:300]))
 
 
-def _namespace(api: client.ApiClient, name: str) -> None:
-    core = client.CoreV1Api(api)
-    body = {"metadata": {"name": name, "labels": {"pod-security.kubernetes.io/enforce": "privileged"}}}
-    try:
-        core.create_namespace(body)
-    except client.ApiException as error:
-        if error.status != 409:
-            raise
-
-
 def test_validate_refuses_what_the_real_judges_refuse(
-    kube_cluster: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    kube_cluster: Path, make_namespace, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     vllm = _engine_venv()
     if not vllm and os.environ.get("CI"):
         pytest.fail("the engine venv is missing under CI: the vLLM judge must run (toolchain/engine.sh)")
     assert render.ensure_dependencies() == ""
     api = config.new_client_from_config(config_file=str(kube_cluster))
-    _namespace(api, ORACLE_NS)
+    helm3 = toolchain.helm(3, allow_override=False)
     # validate's judge installs the operators' CRDs (KEDA, Prometheus, HyperPod) on the test cluster, so
     # both sides see them served.
     judge = server.local_judge(Rest.from_kubeconfig(kube_cluster), VALIDATE_NS, {}, "the test cluster")
-    apiserver = judges.ApiServer(api, ORACLE_NS, tmp_path)
+    apiserver = judges.ApiServer(api, make_namespace("oracle", enforce="privileged"), tmp_path)
 
     environments = {p.name: yaml.safe_load(p.read_text()) for p in sorted(paths.VALUES.glob("*.yaml"))}
     base_renders = [
-        judges.helm_render(toolchain.helm(3, allow_override=False), paths.VALUES / n, ORACLE_NS)[0] or []
-        for n in environments
+        judges.helm_render(helm3, paths.VALUES / n, apiserver.namespace)[0] or [] for n in environments
     ]
     pools = values_mutations.build_pools(
         list(environments.values()),
@@ -152,9 +141,7 @@ def test_validate_refuses_what_the_real_judges_refuse(
         mutations[path] = done
 
     with ThreadPoolExecutor(max_workers=4) as pool:
-        verdicts = list(
-            pool.map(lambda p: _oracle(toolchain.helm(3, allow_override=False), apiserver, p), files)
-        )
+        verdicts = list(pool.map(lambda p: _oracle(helm3, apiserver, p), files))
     if vllm:
         _add_vllm(verdicts)
     # One run in the default mode; its offline verdict is the same report without the API server's row
