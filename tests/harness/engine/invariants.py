@@ -63,6 +63,7 @@ def pod_case(engine: rendered.RenderedEngine, l2_volume: Path, work_dir: Path, s
         "pythonpath": [p for p in local.env.get("PYTHONPATH", "").split(":") if p],
         **shape,
     }
+    assert local.l2_dir is not None, "the invariants are measured on renders with an L2"
     return Pod(case, local.env["PYTHONHASHSEED"], local.l2_dir)
 
 

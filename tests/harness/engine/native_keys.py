@@ -52,6 +52,7 @@ def pod_case(
         "hash_algorithm": flag("--prefix-caching-hash-algo", "sha256"),
         **shape,
     }
+    assert local.l2_dir is not None, "the invariants are measured on renders with an L2"
     return NativePod(case, local.env["PYTHONHASHSEED"], local.l2_dir)
 
 

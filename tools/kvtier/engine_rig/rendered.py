@@ -94,7 +94,7 @@ def _remap(value: str, table: dict[str, Path]) -> str:
 class LocalEngine:
     argv: list[str]
     env: dict[str, str]
-    l2_dir: Path  # this model's L2 namespace directory on this machine
+    l2_dir: Path | None  # this model's L2 namespace directory on this machine (None: L2 is off)
 
 
 def local_process(
@@ -131,7 +131,8 @@ def local_process(
         config["extra_config"] = extra
     config_dir.mkdir(parents=True, exist_ok=True)
     (config_dir / "lmcache.yaml").write_text(yaml.safe_dump(config))
-    return LocalEngine([str(python), str(VLLM_CLI), *args], env, Path(l2_path(config)))
+    directory = l2_path(config)
+    return LocalEngine([str(python), str(VLLM_CLI), *args], env, Path(directory) if directory else None)
 
 
 def _expand(value: str, env: dict[str, str]) -> str:
@@ -157,15 +158,18 @@ def _remap_fs_tier(args: list[str], table: dict[str, Path]) -> str | None:
     return roots[0]
 
 
-def l2_path(config: dict[str, Any]) -> str:
+def l2_path(config: dict[str, Any]) -> str | None:
     """The L2 directory of a rendered LMCache file: remote_url's path, or the fs connector plugin's base path
-    when the engines record hits (cache.l2.eviction.recordHits)."""
+    when the engines record hits (cache.l2.eviction.recordHits); None when the file has no L2 (or no file:
+    the L0-only render)."""
     if config.get("remote_url"):
         return str(config["remote_url"]).removeprefix("fs://localhost:0")
     extra = config.get("extra_config") or {}
     paths = [
         v for k, v in extra.items() if k.startswith("remote_storage_plugin.") and k.endswith(".base_path")
     ]
+    if not paths and not config.get("remote_storage_plugins"):
+        return None
     if len(paths) != 1:
         raise RigError(f"the rendered LMCache file names no single L2 directory: {config}")
     return str(paths[0])
@@ -173,7 +177,9 @@ def l2_path(config: dict[str, Any]) -> str:
 
 def describe(engine: RenderedEngine) -> str:
     """One line for logs: the rendered flags that matter for the tiers."""
-    transfer = engine.args[engine.args.index("--kv-transfer-config") + 1]
     head = " ".join(engine.args[:2])
+    if "--kv-transfer-config" not in engine.args:
+        return f"rendered: {head}, no KV connector (L0 only)"
+    transfer = engine.args[engine.args.index("--kv-transfer-config") + 1]
     lmcache = f", LMCache {engine.lmcache_config}" if engine.lmcache_config else ""
     return f"rendered: {head}, kv-transfer-config {json.loads(transfer)}{lmcache}"

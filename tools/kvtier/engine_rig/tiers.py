@@ -37,13 +37,30 @@ ADAPTER_PROBE = Path(__file__).with_name("copy_layout_probe.py")
 CHUNK_FILE = re.compile(r".*\.data$")
 NATIVE = "vllm-native"
 SHM = Path("/dev/shm")
+# The rig's own engine settings (kvtier.engine_rig.rig): CPU block size, batch, eager mode, seed.
+RIG_ENGINE_ARGS = ("--block-size", "128", "--max-num-seqs", "4", "--enforce-eager", "--seed", "0")
+ALL_TIERS = "l0+l1+l2"
+# The tier sets the load benchmark compares -> what each turns off in values/cpu.yaml (which has all three).
+TIER_SETS: dict[str, dict[str, Any]] = {
+    "l0": {"l1": {"enabled": False}, "l2": {"enabled": False}},
+    "l0+l1": {"l2": {"enabled": False}},
+    ALL_TIERS: {},
+}
 
 
-def rig_overlay(chunk_size: int, backend: str = "lmcache") -> dict[str, Any]:
+def rig_overlay(
+    chunk_size: int, backend: str = "lmcache", tiers: str = ALL_TIERS, engine_args: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """What the rig changes in values/cpu.yaml: the generated tiny model from a "claim" instead of a
     download, and sizes for two replicas on a shared two-core machine. Tiers, invariants, flags: untouched,
-    but for the backend (the native one takes vLLM's name of the same hash, sha256)."""
+    but for the backend (the native one takes vLLM's name of the same hash, sha256) and the tiers asked for
+    (TIER_SETS: the chart's own `cache.l1.enabled` and `cache.l2.enabled`), plus `engine_args` in the
+    model's extraArgs."""
+    if tiers not in TIER_SETS:
+        raise RigError(f"unknown tier set {tiers!r}; expected one of {', '.join(TIER_SETS)}")
     cache: dict[str, Any] = {"chunkSize": chunk_size, "l1": {"size": 1}}
+    for tier, setting in TIER_SETS[tiers].items():
+        cache[tier] = {**cache.get(tier, {}), **setting}
     if backend == NATIVE:
         cache |= {"backend": NATIVE, "hashAlgorithm": "sha256"}
     return {
@@ -58,8 +75,7 @@ def rig_overlay(chunk_size: int, backend: str = "lmcache") -> dict[str, Any]:
                 "dtype": "float32",
                 "maxModelLen": 4096,
                 "resources": {"limits": {"memory": "8Gi"}},
-                # The rig's own engine settings (kvtier.engine_rig.rig): CPU block size, eager mode, seed.
-                "extraArgs": ["--block-size", "128", "--max-num-seqs", "4", "--enforce-eager", "--seed", "0"],
+                "extraArgs": [*RIG_ENGINE_ARGS, *engine_args],
             }
         ],
     }
@@ -71,6 +87,8 @@ class TieredRig(processes.Rig):
     replicas: int = 2
     chunk_size: int = 256
     backend: str = "lmcache"
+    tiers: str = ALL_TIERS
+    engine_args: tuple[str, ...] = ()
     log: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr))
     started: list[processes.Process] = field(default_factory=list)
     l2_dir: Path | None = None
@@ -79,7 +97,7 @@ class TieredRig(processes.Rig):
 
     def start(self) -> None:
         generate_model(self.work_dir / "models" / MODEL_NAME)
-        overlay = rig_overlay(self.chunk_size, self.backend)
+        overlay = rig_overlay(self.chunk_size, self.backend, self.tiers, self.engine_args)
         self.engine = rendered.render_engine([CPU_VALUES], overlay, self.work_dir)
         self.log(rendered.describe(self.engine))
         launched = [self._launch(index) for index in range(self.replicas)]  # started together
