@@ -12,7 +12,8 @@ Nothing is dialled but closed ports on 127.0.0.1, and nothing long starts: valid
 --no-build refuses at once) and never the default cluster name; lint gets only --helm values it refuses
 (a real lint runs Helm and may create a git ref); package always names a chart that does not exist
 (before anything is packaged or pushed); generate only with --check (without it, it writes the repo);
-bench --rig only with a flag it refuses (it would start two vLLM replicas); unittest-compare only on
+bench --rig and load --rig only with a flag they refuse (they would start vLLM replicas); a load run's
+router URLs are closed ports (it stops at their /health before any client starts); unittest-compare only on
 folders that are not charts (it would run helm-unittest).
 """
 
@@ -270,6 +271,28 @@ class Generator:
         self.output(case, old=True)
         return case
 
+    def load(self) -> Case:
+        case = Case(["load", "--out", str(self.inputs.root / "load-out")])
+        self.urls_or_cluster(case, ["--router-url", "--replica-url"])
+        mix_flags = {
+            "--qps": ["1", "0", "x", "1,,2", "-1", "", "nan"],
+            "--requests": NUMBERS, "--system-prompts": NUMBERS, "--zipf": ["-1", "0", "1.2", "nan", "inf", "x"],
+            "--mean-turns": ["0.5", "1", "3", "inf"], "--document-share": ["-0.1", "0", "1", "2"],
+            "--block-tokens": NUMBERS, "--max-prompt-tokens": NUMBERS, "--output-tokens": NUMBERS,
+            "--slo-ms": ["0", "-5", "1000", "x"], "--seed": NUMBERS,
+        }  # fmt: skip
+        for flag, values in mix_flags.items():
+            if self.maybe(0.1):
+                case.add(flag, self.pick(values))
+        if self.maybe(0.2):
+            case.add(self.pick(["--tiers", "--routing"]), self.pick(["l0", "l0+l1+l2", "roundrobin", "x"]))
+        if self.maybe(0.15):  # --rig only with a URL flag, which it refuses: it would start three vLLM replicas
+            case.add("--rig", "--router-url", self.pick(URLS))
+        if self.maybe(0.3):
+            case.add("--model", self.pick(["m", ""]))
+        self.output(case)
+        return case
+
     def cluster(self) -> Case:
         action = self.pick(["up", "down", "status", "exec"])
         case = Case(["cluster", action], {str(self.inputs.root / "cache")})  # $KVTIER_CACHE
@@ -345,6 +368,7 @@ COMMANDS: dict[str, Callable[[Generator], Case]] = {
     "preflight": Generator.preflight,
     "smoke": Generator.smoke,
     "bench": Generator.bench,
+    "load": Generator.load,
     "cluster": Generator.cluster,
     "unittest-compare": Generator.unittest_compare,
     "lint": Generator.lint,

@@ -13,7 +13,7 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -173,11 +173,16 @@ class Reached:
     curvine: str | None
     l2_path: str | None
     l2_files: Callable[[], dict[str, Any]] | None
+    routers: list[str] = field(default_factory=list)  # every router pod (`every_pod`), router first
 
 
 @contextmanager
-def reach(api: Any, namespace: str, selectors: Selectors, kvcheck_source: str) -> Iterator[Reached]:
-    """Port-forward to one router pod, two engine pods and the Curvine master; close them after."""
+def reach(
+    api: Any, namespace: str, selectors: Selectors, kvcheck_source: str, every_pod: bool = False
+) -> Iterator[Reached]:
+    """Port-forward to one router pod, two engine pods and the Curvine master; close them after.
+    `every_pod`: to every router and engine pod (the load benchmark drives each router replica, as the
+    router Service spreads connections over them, and reads every engine's counters)."""
     from kvtier.podscripts import kvcheck
     from kvtier.smoke.portforward import forward
 
@@ -192,8 +197,9 @@ def reach(api: Any, namespace: str, selectors: Selectors, kvcheck_source: str) -
         else []
     )
     with ExitStack() as stack:
-        router = stack.enter_context(forward(api, namespace, routers[0].pod, routers[0].port))
-        replicas = [stack.enter_context(forward(api, namespace, e.pod, e.port)) for e in engines[:2]]
+        router_pods, engine_pods = (routers, engines) if every_pod else (routers[:1], engines[:2])
+        routed = [stack.enter_context(forward(api, namespace, r.pod, r.port)) for r in router_pods]
+        replicas = [stack.enter_context(forward(api, namespace, e.pod, e.port)) for e in engine_pods]
         curvine = (
             stack.enter_context(forward(api, namespace, masters[0].pod, masters[0].port)) if masters else None
         )
@@ -204,7 +210,7 @@ def reach(api: Any, namespace: str, selectors: Selectors, kvcheck_source: str) -
             command = ["python3", "-c", kvcheck_source, "l2-files", "--dir", path]
             return exec_json(api, namespace, engines[0], command)
 
-        yield Reached(router, replicas, curvine, path, l2_files if path else None)
+        yield Reached(routed[0], replicas, curvine, path, l2_files if path else None, routed)
 
 
 def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
@@ -235,7 +241,7 @@ def cluster_flags_given(args: argparse.Namespace) -> list[str]:
     return ["--" + name.replace("_", "-") for name in given]
 
 
-def reach_from_args(args: argparse.Namespace, stack: ExitStack) -> Reached:
+def reach_from_args(args: argparse.Namespace, stack: ExitStack, every_pod: bool = False) -> Reached:
     """Open the port-forwards the cluster options describe; they close with `stack`."""
     from kubernetes import client
 
@@ -250,7 +256,7 @@ def reach_from_args(args: argparse.Namespace, stack: ExitStack) -> Reached:
         selectors.curvine = args.curvine_selector or None
     source = Path(kvcheck.__file__).read_text()
     try:
-        return stack.enter_context(reach(api, kube.namespace, selectors, source))
+        return stack.enter_context(reach(api, kube.namespace, selectors, source, every_pod))
     except UserError:
         raise
     except Exception as error:  # API errors: server unreachable, forbidden, unknown namespace
