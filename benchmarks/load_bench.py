@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import math
 import sys
 import tempfile
 import time
@@ -31,6 +30,7 @@ from typing import Any
 
 from rich.console import Console
 
+from kvtier import cliopts
 from kvtier.engine_rig import tiers
 from kvtier.errors import UserError
 from kvtier.load import experiment, plot, report, routing, summary, workload
@@ -59,16 +59,6 @@ def show(payload: dict[str, Any], console: Console) -> bool:
     return all(verdict is True for _, verdict in found)
 
 
-def _floats(text: str) -> list[float]:
-    try:
-        values = [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected numbers like 2,4,6") from None
-    if not values or not all(0 < v < math.inf for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected positive numbers like 2,4,6")
-    return values
-
-
 def _counts(text: str) -> list[int]:
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
@@ -88,7 +78,7 @@ def main() -> int:
         help=f"comma-separated, of {', '.join(routing.ROUTINGS)}",
     )
     parser.add_argument("--chosen", default="prefixaware", help="the routing held to the goals")
-    parser.add_argument("--qps", type=_floats, default=[2.0, 4.0, 6.0], help="offered load points")
+    parser.add_argument("--qps", type=cliopts.rates, default=[2.0, 4.0, 6.0], help="offered load points")
     parser.add_argument(
         "--router-replicas", type=_counts, default=[2], help="router replicas, e.g. 1,2 (agreement's cost)"
     )

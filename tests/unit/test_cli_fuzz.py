@@ -276,7 +276,8 @@ class Generator:
         self.urls_or_cluster(case, ["--router-url", "--replica-url"])
         mix_flags = {
             "--qps": ["1", "0", "x", "1,,2", "-1", "", "nan"],
-            "--requests": NUMBERS, "--system-prompts": NUMBERS, "--zipf": ["-1", "0", "1.2", "nan", "inf", "x"],
+            "--requests": NUMBERS, "--system-prompts": NUMBERS,
+            "--zipf": ["-1", "0", "1.2", "nan", "inf", "x"], "--id-base": NUMBERS,
             "--mean-turns": ["0.5", "1", "3", "inf"], "--document-share": ["-0.1", "0", "1", "2"],
             "--block-tokens": NUMBERS, "--max-prompt-tokens": NUMBERS, "--output-tokens": NUMBERS,
             "--slo-ms": ["0", "-5", "1000", "x"], "--seed": NUMBERS,
@@ -286,7 +287,8 @@ class Generator:
                 case.add(flag, self.pick(values))
         if self.maybe(0.2):
             case.add(self.pick(["--tiers", "--routing"]), self.pick(["l0", "l0+l1+l2", "roundrobin", "x"]))
-        if self.maybe(0.15):  # --rig only with a URL flag, which it refuses: it would start three vLLM replicas
+        # --rig only with a URL flag, which it refuses: it would start three vLLM replicas
+        if self.maybe(0.15):
             case.add("--rig", "--router-url", self.pick(URLS))
         if self.maybe(0.3):
             case.add("--model", self.pick(["m", ""]))

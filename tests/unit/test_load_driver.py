@@ -75,3 +75,14 @@ def test_a_failing_client_stops_the_point_with_its_output_and_stops_the_other_cl
     pid = int((tmp_path / "slow.pid").read_text())
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_each_kvtier_load_run_gets_fresh_prompts_unless_told_which() -> None:
+    """L2 outlives a run: the same prompts again would be served warm by the first run's chunks."""
+    from kvtier import cli
+    from kvtier.commands import load as load_command
+
+    parser = cli.build_parser()
+    fresh = [load_command._mix(parser.parse_args(["load"])).id_base for _ in range(3)]
+    assert len(set(fresh)) == 3
+    assert load_command._mix(parser.parse_args(["load", "--id-base", "7"])).id_base == 7

@@ -14,6 +14,7 @@ here with PyYAML, and the Kubernetes client is imported only by `api_client`.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -45,6 +46,17 @@ class Deprecated(argparse.Action):
             file=sys.stderr,
         )
         setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
+
+
+def rates(text: str) -> list[float]:
+    """An argparse type: comma-separated positive, finite request rates (`--qps 1,2,4`)."""
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected request rates like 1,2,4") from None
+    if not values or not all(0 < v < math.inf for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected positive request rates like 1,2,4")
+    return values
 
 
 def add_output(parser: argparse.ArgumentParser, json_alias: bool = True) -> None:

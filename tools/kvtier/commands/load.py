@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
+import random
 import re
 import tempfile
 from contextlib import ExitStack
@@ -24,16 +24,7 @@ from kvtier.podscripts import kvcheck
 from kvtier.smoke import reach
 
 RIG_ROUTING = "prefixaware"  # the chart's routing.strategy default
-
-
-def _numbers(text: str) -> list[float]:
-    try:
-        values = [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected request rates like 1,2,4") from None
-    if not values or not all(0 < v < math.inf for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected positive request rates like 1,2,4")
-    return values
+ID_SPACE = 2**40  # fresh id bases: far apart (a run uses thousands of ids), exact as JSON numbers
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -57,7 +48,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rig.add_argument("--routing", choices=routing.COMPARED, help=f"--rig: routing (default {RIG_ROUTING})")
     mix = parser.add_argument_group("the mix (docs/performance.md)")
     defaults = workload.Mix()
-    mix.add_argument("--qps", type=_numbers, default=[1.0, 2.0, 4.0], help="offered request rates, swept")
+    mix.add_argument(
+        "--qps", type=cliopts.rates, default=[1.0, 2.0, 4.0], help="offered request rates, swept"
+    )
     mix.add_argument("--requests", type=int, default=defaults.requests, help="requests per QPS point")
     mix.add_argument("--system-prompts", type=int, default=defaults.system_prompts, help="tenants' prompts")
     mix.add_argument("--zipf", type=float, default=defaults.zipf_s, help="Zipf exponent of their popularity")
@@ -73,6 +66,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     mix.add_argument("--output-tokens", type=int, default=defaults.output_tokens, help="tokens generated")
     mix.add_argument("--seed", type=int, default=defaults.seed, help="the mix's seed")
+    mix.add_argument(
+        "--id-base",
+        type=int,
+        help="first prompt block id (default: a fresh one per run, since L2 outlives runs and would serve "
+        "an earlier run's prompts warm; load.json records it, give it to replay that run's exact prompts)",
+    )
     parser.add_argument("--model", help="served model name (default: the first the router lists)")
     parser.add_argument("--tokenizer", help="tokenizer folder or Hugging Face id (default: --model)")
     parser.add_argument("--slo-ms", type=float, default=1000.0, help="TTFT SLO for goodput, ms")
@@ -87,7 +86,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 MIX_FLAGS = {
     "requests": "--requests", "system_prompts": "--system-prompts", "zipf_s": "--zipf",
     "mean_turns": "--mean-turns", "document_share": "--document-share", "block_tokens": "--block-tokens",
-    "max_prompt_tokens": "--max-prompt-tokens", "output_tokens": "--output-tokens",
+    "max_prompt_tokens": "--max-prompt-tokens", "output_tokens": "--output-tokens", "id_base": "--id-base",
 }  # fmt: skip
 
 
@@ -97,6 +96,7 @@ def _mix(args: argparse.Namespace) -> workload.Mix:
             requests=args.requests, system_prompts=args.system_prompts, zipf_s=args.zipf,
             mean_turns=args.mean_turns, document_share=args.document_share, block_tokens=args.block_tokens,
             max_prompt_tokens=args.max_prompt_tokens, output_tokens=args.output_tokens, seed=args.seed,
+            id_base=random.randrange(ID_SPACE) if args.id_base is None else args.id_base,
         )  # fmt: skip
     except ValueError as error:
         said = str(error)

@@ -55,6 +55,8 @@ class Mix:
         positive = ("requests", "rate", "system_prompts", "system_blocks", "turn_blocks", "block_tokens",
                     "document_blocks", "output_tokens", "think_s")  # fmt: skip
         problems = [f"{name} must be positive" for name in positive if not getattr(self, name) > 0]
+        if self.id_base < 0:
+            problems.append("id_base must be 0 or more")
         if self.requests > MAX_REQUESTS:
             problems.append(f"requests must be at most {MAX_REQUESTS}")
         if not self.zipf_s >= 0:
