@@ -85,14 +85,19 @@ def _tier_sets(tier_set: str) -> list[str]:
 
 
 def _load(
-    kube: Kube, prepared: umbrella_cpu.Prepared, qps: list[float], requests: int, out: Path
+    kube: Kube,
+    prepared: umbrella_cpu.Prepared,
+    qps: list[float],
+    requests: int,
+    out: Path,
+    upgrades: list[float],
 ) -> list[dict]:
     """`kvtier load` inside the cluster's network namespace for each LOAD_CONFIGS entry."""
     ns, rows = prepared.namespace, []
     router = f"{umbrella_cpu.engine_deployment(RELEASE)}-router"
     for index, (tier_set, strategy) in enumerate(LOAD_CONFIGS):
         if index:
-            _install(kube, prepared, "upgrade", strategy, *_tier_sets(tier_set))
+            upgrades.append(_install(kube, prepared, "upgrade", strategy, *_tier_sets(tier_set)))
         ip = kube.kubectl("get", "service", router, "-n", ns, "-o", "jsonpath={.spec.clusterIP}").strip()
         argv = [sys.executable, "-m", "kvtier.cli", "load", "--router-url", f"http://{ip}:{ROUTER_PORT}"]
         for engine in umbrella_cpu.pods(kube, ns, RELEASE, "engine"):
@@ -137,7 +142,7 @@ def run(trials: int, tokens: int, console: Console, load: argparse.Namespace | N
         test_s = time.monotonic() - started
         results, upgrades, rows = [], [], []
         if load:
-            rows = _load(kube, prepared, load.qps, load.requests, load.out)
+            rows = _load(kube, prepared, load.qps, load.requests, load.out, upgrades)
         for index, strategy in enumerate(() if load else STRATEGIES):
             if index:
                 upgrades.append(_install(kube, prepared, "upgrade", strategy))
@@ -188,13 +193,10 @@ def show(payload: dict, console: Console) -> bool:
 
 def show_load(payload: dict, console: Console) -> bool:
     """The load rows and the two comparisons the real node can make (its matrix has no candidates)."""
-    rows = payload["load_rows"]
-    console.print(report.table(rows, "load through the in-cluster router (real node)"))
-    result = summary.comparisons(rows, tiers.ALL_TIERS, summary.AFFINITY, SLO_MS)
-    found = report.verdicts(result)
+    console.print(report.table(payload["load_rows"], "load through the in-cluster router (real node)"))
+    found = report.verdicts(payload["load_comparisons"])
     for said, _ in found:
         console.print(f"  {said}")
-    payload["load_comparisons"] = result
     return all(verdict is not False for _, verdict in found)
 
 
@@ -218,6 +220,10 @@ def main() -> int:
         console.print(f"[red]realnode bench: {error}")
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.load:
+        payload["load_comparisons"] = summary.comparisons(
+            payload["load_rows"], tiers.ALL_TIERS, summary.AFFINITY, SLO_MS
+        )
     (args.out / "realnode.json").write_text(json.dumps(payload, indent=2) + "\n")  # before anything prints
     ok = show_load(payload, console) if args.load else show(payload, console)
     return 0 if ok else 1

@@ -63,8 +63,12 @@ def test_vllm_turns_the_trace_into_prompts_that_share_exactly_the_shared_blocks(
     assert _vllm_reads(trace, tokenizer, "1")["prompts"] != prompts
 
 
-def test_under_load_every_request_is_answered_and_every_tier_supplies_hits(tmp_path: Path, need) -> None:
+def test_under_load_every_request_is_answered_and_every_tier_supplies_hits(
+    tmp_path_factory: pytest.TempPathFactory, need
+) -> None:
     """Through `kvtier load` itself, as a user runs it against a release's router and engine URLs."""
+    # A short folder: vLLM's ZMQ socket paths under it must fit sockaddr_un's 107 characters.
+    tmp_path = tmp_path_factory.mktemp("load")
     try:
         engine_rig.engine_python()  # where `vllm bench serve` runs
     except RigError as error:
