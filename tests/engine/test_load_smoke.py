@@ -76,7 +76,8 @@ def test_under_load_every_request_is_answered_and_every_tier_supplies_hits(
     blocks = ("--num-gpu-blocks-override", str(experiment.RIG_L0_BLOCKS))
     with tiers.TieredRig(tmp_path, replicas=3, engine_args=blocks) as rig:
         engines = [p.url for p in rig.started]
-        with routing.routers("roundrobin", engines, 2, tmp_path) as urls:
+        flags, _ = routing.flags("roundrobin")
+        with routing.routers("roundrobin", flags, engines, 2, tmp_path) as urls:
             argv = [sys.executable, "-m", "kvtier.cli", "load", "--model", engine_rig.MODEL_NAME]
             argv += ["--tokenizer", str(tmp_path / "models" / engine_rig.MODEL_NAME), "--qps", "3"]
             argv += [f"--router-url={url}" for url in urls] + [f"--replica-url={url}" for url in engines]

@@ -86,10 +86,11 @@ def scrape(urls: Sequence[str]) -> list[dict[str, float]]:
     return [kvcheck.read_metrics(kvcheck.metrics_url(url)) for url in urls]
 
 
-def tier_totals(before: list[dict[str, float]], after: list[dict[str, float]]) -> dict[str, float]:
+def tier_totals(deltas: list[dict[str, Any]]) -> dict[str, float]:
+    """Per-engine counter deltas (kvcheck.tier_deltas) summed over the engines that have each counter."""
     totals: dict[str, float] = {}
-    for old, new in zip(before, after, strict=True):
-        for name, value in kvcheck.tier_deltas(old, new).items():
+    for engine in deltas:
+        for name, value in engine.items():
             if value is not None:
                 totals[name] = totals.get(name, 0.0) + value
     return totals
@@ -139,10 +140,9 @@ def run_point(
                 process.wait()
             log.close()
     after = scrape(target.engine_urls)
-    pairs = zip(before, after, strict=True)
-    served = [kvcheck.tier_deltas(old, new)["requests"] or 0.0 for old, new in pairs]
+    deltas = [kvcheck.tier_deltas(old, new) for old, new in zip(before, after, strict=True)]
     records.sort(key=lambda r: r["timestamp"])
-    return Point(qps, records, duration, tier_totals(before, after), served)
+    return Point(qps, records, duration, tier_totals(deltas), [d["requests"] or 0.0 for d in deltas])
 
 
 def _records(share: list[workload.Request], data: dict[str, Any], router: int) -> list[dict[str, Any]]:

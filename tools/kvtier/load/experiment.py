@@ -67,6 +67,8 @@ def run(matrix: Matrix, work_dir: Path, log: Callable[[str], None]) -> list[dict
     """One summary row per (tier set, routing, router replicas, QPS), and its router flags' origin."""
     rows: list[dict[str, Any]] = []
     prompts = FreshPrompts(matrix.mix)
+    # Each routing's flags are rendered once (a `helm template`), not once per point.
+    rendered = {name: routing.flags(name) for name in dict.fromkeys(n for _, n in matrix.configurations)}
     tier_sets = list(dict.fromkeys(tier_set for tier_set, _ in matrix.configurations))
     for tier_set in tier_sets:
         names = [name for tiers_, name in matrix.configurations if tiers_ == tier_set]
@@ -78,11 +80,11 @@ def run(matrix: Matrix, work_dir: Path, log: Callable[[str], None]) -> list[dict
             engines = [p.url for p in rig.started]
             tokenizer = str(rig_dir / "models" / engine_rig.MODEL_NAME)
             for qps, name, count in itertools.product(matrix.qps, names, matrix.router_replicas):
-                with routing.routers(name, engines, count, rig_dir) as urls:
+                router_flags, source = rendered[name]
+                with routing.routers(name, router_flags, engines, count, rig_dir) as urls:
                     target = driver.Target(urls, engine_rig.MODEL_NAME, tokenizer, engines, offline=True)
                     row = measure(target, prompts, qps, rig_dir / f"{name}-{count}", matrix.slo_ttft_ms)
-                flags = routing.flags(name)[1]
-                row |= {"tiers": tier_set, "routing": name, "router_replicas": count, "router_flags": flags}
+                row |= {"tiers": tier_set, "routing": name, "router_replicas": count, "router_flags": source}
                 rows.append(row)
                 log(report.line(row))
     return rows

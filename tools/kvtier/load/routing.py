@@ -57,15 +57,17 @@ def with_flags(flags: list[str], changes: list[str]) -> list[str]:
 
 
 @contextmanager
-def routers(routing: str, engine_urls: Sequence[str], replicas: int, work_dir: Path) -> Iterator[list[str]]:
-    """`replicas` router processes for `routing` in front of `engine_urls`, each with its own state (as the
-    chart's router pods are); yields their URLs, stops them after."""
-    chart_flags, _ = flags(routing)
+def routers(
+    name: str, router_flags: list[str], engine_urls: Sequence[str], replicas: int, work_dir: Path
+) -> Iterator[list[str]]:
+    """`replicas` router processes with `router_flags` (from flags(name), rendered once by the caller) in
+    front of `engine_urls`, each with its own state (as the chart's router pods are); yields their URLs,
+    stops them after."""
     with ExitStack() as stack:
         urls = []
         for index in range(replicas):
             port = processes.free_port()
-            argv = engine_rig.router_argv(chart_flags, list(engine_urls), port, processes.free_port())
-            started = engine_rig.running_router(argv, port, f"{routing}-{index}", work_dir)
+            argv = engine_rig.router_argv(router_flags, list(engine_urls), port, processes.free_port())
+            started = engine_rig.running_router(argv, port, f"{name}-{index}", work_dir)
             urls.append(stack.enter_context(started))
         yield urls

@@ -6,6 +6,7 @@ follows vLLM's definition for a TTFT-only SLO: completed requests whose TTFT met
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -54,10 +55,7 @@ def _share(tokens: float | None, total: int) -> float | None:
 
 
 def _by_router(done: list[dict[str, Any]]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for record in done:
-        counts[str(record["router"])] = counts.get(str(record["router"]), 0) + 1
-    return counts
+    return dict(Counter(str(record["router"]) for record in done))
 
 
 def throughput_at_slo(rows: Sequence[dict[str, Any]], slo_ttft_ms: float) -> float | None:
