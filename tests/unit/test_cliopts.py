@@ -179,3 +179,19 @@ def test_url_flags_need_no_kubeconfig(
     captured = capsys.readouterr()
     assert code == expected and "kubeconfig" not in captured.err, captured.err
     assert "refused" in captured.out + captured.err
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8000", "https://router.example:443/", "http://[::1]:1"])
+def test_http_url_takes_what_urllib_can_send_to(url: str) -> None:
+    assert cliopts.http_url(url) == url
+
+
+@pytest.mark.parametrize(
+    "url", ["", "/v1", "127.0.0.1:8000", "ftp://h", "http://", "http://h:x", " http://h"]
+)
+def test_http_url_refuses_the_rest_at_the_flag(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # Before, an empty --replica-url reached the request as '/v1/models' and the error named neither.
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["bench", "--replica-url", url, "--replica-url", "http://127.0.0.1:1"])
+    assert exited.value.code == 2
+    assert f"argument --replica-url: {url!r} is not an http(s) URL" in capsys.readouterr().err

@@ -17,6 +17,7 @@ import argparse
 import math
 import os
 import sys
+import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +57,32 @@ def rates(text: str) -> list[float]:
         raise argparse.ArgumentTypeError(f"{text!r}: expected request rates like 1,2,4") from None
     if not values or not all(0 < v < math.inf for v in values):
         raise argparse.ArgumentTypeError(f"{text!r}: expected positive request rates like 1,2,4")
+    return values
+
+
+def http_url(text: str) -> str:
+    """An argparse type: a base URL the tools can send HTTP to (`--router-url http://127.0.0.1:8000`)."""
+    try:
+        parsed = urllib.parse.urlsplit(text)
+        parsed.port  # noqa: B018 (reading it checks the port: "http://h:x" raises)
+    except ValueError:
+        parsed = None
+    usable = parsed is not None and parsed.scheme in ("http", "https") and bool(parsed.hostname)
+    if not usable or text != text.strip():  # urlsplit drops leading spaces; urllib would not
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an http(s) URL (expected e.g. http://127.0.0.1:8000)"
+        )
+    return text
+
+
+def counts(text: str) -> list[int]:
+    """An argparse type: comma-separated whole numbers >= 1 (`--replicas 8,16,32`)."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected whole numbers like 8,16,32") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected whole numbers >= 1 like 8,16,32")
     return values
 
 

@@ -53,8 +53,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "every request is bracketed by /metrics scrapes of each replica to attribute hits to tiers.",
     )
     urls = parser.add_argument_group("against URLs")
-    urls.add_argument("--router-url", help="router URL (multi-turn and concurrency go through it)")
-    urls.add_argument("--replica-url", action="append", default=[], help="a replica URL (give two: A, B)")
+    urls.add_argument(
+        "--router-url", type=cliopts.http_url, help="router URL (multi-turn and concurrency go through it)"
+    )
+    urls.add_argument(
+        "--replica-url",
+        type=cliopts.http_url,
+        action="append",
+        default=[],
+        help="a replica URL (give two: A, B)",
+    )
     reach.add_cluster_arguments(parser)
     rig = parser.add_argument_group("on this machine (CPU, no cluster)")
     rig.add_argument(

@@ -37,8 +37,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "engines' counters. Needs the engine venv (make engine), where `vllm bench serve` runs.",
     )
     urls = parser.add_argument_group("against URLs")
-    urls.add_argument("--router-url", action="append", default=[], help="a router URL (repeat per replica)")
-    urls.add_argument("--replica-url", action="append", default=[], help="an engine URL, for hit counters")
+    urls.add_argument(
+        "--router-url",
+        type=cliopts.http_url,
+        action="append",
+        default=[],
+        help="a router URL (repeat per replica)",
+    )
+    urls.add_argument(
+        "--replica-url",
+        type=cliopts.http_url,
+        action="append",
+        default=[],
+        help="an engine URL, for hit counters",
+    )
     reach.add_cluster_arguments(parser)
     rig = parser.add_argument_group("on this machine (CPU, no cluster)")
     rig.add_argument("--rig", action="store_true", help="start the CPU rig: 3 replicas and 2 router replicas")

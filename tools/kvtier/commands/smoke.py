@@ -22,10 +22,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "would use, reached through the API server's port-forward.",
     )
     urls = parser.add_argument_group("against URLs")
-    urls.add_argument("--router-url", help="router base URL, e.g. http://127.0.0.1:8000")
-    urls.add_argument("--replica-url", action="append", default=[], help="an engine replica URL (give two)")
+    urls.add_argument(
+        "--router-url", type=cliopts.http_url, help="router base URL, e.g. http://127.0.0.1:8000"
+    )
+    urls.add_argument(
+        "--replica-url",
+        type=cliopts.http_url,
+        action="append",
+        default=[],
+        help="an engine replica URL (give two)",
+    )
     urls.add_argument("--l2-dir", help="the L2 directory, where this machine mounts it")
-    urls.add_argument("--curvine-url", help="Curvine master web URL")
+    urls.add_argument("--curvine-url", type=cliopts.http_url, help="Curvine master web URL")
     reach.add_cluster_arguments(parser)
     parser.add_argument("--model", help="model name (default: the router's first)")
     parser.add_argument("--l2", choices=("auto", "on", "off"), default="auto", help="is L2 enabled?")
