@@ -210,7 +210,21 @@ class Generator:
             case.add("--backend", self.pick(["lmcache", "vllm-native", "other"]))
         if self.maybe(0.1):
             case.add("--reference-check")
+        if self.maybe(0.25):
+            self.plan_scale(case)
         return case
+
+    def plan_scale(self, case: Case) -> None:
+        if self.maybe(0.8):
+            case.add("--scale")
+        for flag in ("--replicas", "--curvine-workers"):
+            if self.maybe(0.2):
+                case.add(flag, self.pick(["8,16", "0", "4,x", "", "1", *NUMBERS]))
+        for flag in ("--worker-disk-gib-s", "--nic-gbps", "--replica-qps"):
+            if self.maybe(0.2):
+                case.add(flag, self.pick(NUMBERS))
+        if self.maybe(0.2):
+            case.add("--load", self.pick([*self.inputs.values.values(), *self.inputs.unreadable.values()]))
 
     def preflight(self) -> Case:
         case = Case(["preflight", self.values_file()])

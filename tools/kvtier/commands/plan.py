@@ -9,10 +9,17 @@ from typing import Any
 
 from kvtier import cliopts, exitcodes
 from kvtier.errors import UserError
-from kvtier.plan import capacity, report, result
+from kvtier.plan import capacity, report, result, scale
 from kvtier.plan import inputs as plan_inputs
 from kvtier.plan.facts import KNOWN_MODELS, REFERENCE
 from kvtier.validate.inputs import loader, merge
+
+# Scale defaults when the user gives none: a 25 Gbit/s NIC (common on GPU instances) and one NVMe drive's
+# sequential read; both are printed as assumptions.
+DEFAULT_NIC_GBPS = 25.0
+DEFAULT_DISK_GIB_S = 2.0
+_DEFAULTS: dict[str, Any] = {"replicas": [8, 16, 32, 64], "curvine_workers": [1, 2, 4, 8]}
+SCALE_FLAGS = ("replicas", "curvine_workers", "worker_disk_gib_s", "nic_gbps", "replica_qps", "load")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -73,6 +80,47 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="compare predicted speedups with the reference deployment's measurements",
     )
+    scale_group = p.add_argument_group(
+        "scale on paper (--scale)",
+        "the shared L2 at many replicas: the fleet QPS at which the Curvine pool saturates, the workers "
+        "to size, and the chunk size trade-off, from a measured mix",
+    )
+    scale_group.add_argument(
+        "--scale", action="store_true", help="print the scale table for each model (docs/performance.md)"
+    )
+    scale_group.add_argument(
+        "--replicas",
+        type=cliopts.counts,
+        default=_DEFAULTS["replicas"],
+        help="replica counts (default 8,16,32,64)",
+    )
+    scale_group.add_argument(
+        "--curvine-workers",
+        type=cliopts.counts,
+        default=_DEFAULTS["curvine_workers"],
+        help="Curvine worker counts (default 1,2,4,8)",
+    )
+    scale_group.add_argument(
+        "--worker-disk-gib-s",
+        type=float,
+        help=f"one worker's NVMe read rate, GiB/s (default {DEFAULT_DISK_GIB_S}, assumed: measure with fio)",
+    )
+    scale_group.add_argument(
+        "--nic-gbps",
+        type=float,
+        help=f"every node's NIC, Gbit/s (default {DEFAULT_NIC_GBPS}, assumed: your instance type's)",
+    )
+    scale_group.add_argument(
+        "--replica-qps",
+        type=float,
+        help="one replica's measured throughput at your SLO (kvtier load); default: prefill-bound estimate",
+    )
+    scale_group.add_argument(
+        "--load",
+        type=Path,
+        metavar="LOAD_JSON",
+        help="the mix's shares from a `kvtier load` run (load.json); default: the real node's measured mix",
+    )
     cliopts.add_output(p, json_alias=False)
     p.set_defaults(func=run)
 
@@ -96,8 +144,8 @@ def _timing(args: argparse.Namespace) -> capacity.Timing:
         raise UserError(f"--chunk-size must be positive, got {args.chunk_size}")
     for name in ("write_gib_s", "read_gib_s", "prefill_tps", "cold_ttft_ms"):
         value = getattr(args, name)
-        if value is not None and value <= 0:
-            raise UserError(f"--{name.replace('_', '-')} must be positive, got {value}")
+        if value is not None and not 0 < value < float("inf"):
+            raise UserError(f"--{name.replace('_', '-')} must be a positive number, got {value}")
     timing = capacity.reference_timing(args.read_gib_s, args.write_gib_s)
     if args.request_overhead_ms is not None or args.hit_overhead_ms is not None:
         timing = capacity.Timing(
@@ -169,7 +217,31 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
         raise UserError("give a values FILE, --model NAME or --model-config config.json")
     if any(n <= 0 for n in args.prompt_tokens):
         raise UserError("--prompt-tokens must be positive")
-    return result.build(inputs, _timing(args), args.prompt_tokens, args.activation_gib, args.reference_check)
+    given = [f for f in SCALE_FLAGS if getattr(args, f) != _DEFAULTS.get(f)]
+    if given and not args.scale:
+        raise UserError(f"--{given[0].replace('_', '-')} only applies to the scale table: add --scale")
+    timing = _timing(args)
+    out = result.build(inputs, timing, args.prompt_tokens, args.activation_gib, args.reference_check)
+    if args.scale:
+        hardware, mix = _scale_inputs(args)
+        for (_, deployment), entry in zip(inputs, out["models"], strict=True):
+            entry["scale"] = scale.build(
+                deployment, mix, timing, hardware, args.replicas, args.curvine_workers, args.replica_qps
+            )
+    return out
+
+
+def _scale_inputs(args: argparse.Namespace) -> tuple[scale.Hardware, scale.Mix]:
+    for flag in ("worker_disk_gib_s", "nic_gbps", "replica_qps"):
+        value = getattr(args, flag)
+        if value is not None and not 0 < value < float("inf"):
+            raise UserError(f"--{flag.replace('_', '-')} must be a positive number, got {value}")
+    hardware = scale.Hardware(
+        args.worker_disk_gib_s or DEFAULT_DISK_GIB_S,
+        args.nic_gbps or DEFAULT_NIC_GBPS,
+        assumed=args.worker_disk_gib_s is None or args.nic_gbps is None,
+    )
+    return hardware, scale.mix_from_load(args.load) if args.load else scale.shipped_mix()
 
 
 def run(args: argparse.Namespace) -> int:

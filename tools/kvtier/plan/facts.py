@@ -185,3 +185,19 @@ class Reference:
 
 
 REFERENCE = Reference()
+
+
+@dataclass(frozen=True)
+class MeasuredMix:
+    """The load benchmark's mix as `kvtier load` measured it on the real node (2026-12-04,
+    docs/performance.md): three CPU replicas with all tiers behind round robin, 240 requests at 2 and 3
+    QPS. Round robin, not the chart's prefix affinity: it spreads load as a fleet must, so asks the most
+    of L2."""
+
+    prompt_tokens: float = 1632.0
+    l0_share: float = 0.532
+    connector_share: float = 0.230
+    source: str = "real node, kvtier load, all tiers, round robin (docs/performance.md)"
+
+
+MEASURED_MIX = MeasuredMix()

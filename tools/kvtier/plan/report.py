@@ -79,3 +79,80 @@ def print_table(result: dict[str, Any]) -> None:
                 f"  reference {r['tokens']:>5} tokens: measured {r['measured']:.2f}x, predicted "
                 f"{r['predicted']:.2f}x ({r['off']:+.0%}) {verdict}"
             )
+        if "scale" in m:
+            print_scale(console, m["scale"])
+
+
+def _qps(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
+
+
+def _gib(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def print_scale(console: Console, s: dict[str, Any]) -> None:
+    hw = s["hardware"]
+    said = "assumed: give --worker-disk-gib-s and --nic-gbps" if hw["assumed"] else "given"
+    console.print(
+        f"[bold]scale on paper[/bold]: a worker serves min(NVMe {hw['worker_disk_gib_s']:g} GiB/s, NIC "
+        f"{hw['nic_gbps']:g} Gbit/s) = {hw['worker_gib_s']:.2f} GiB/s ({said}), sized to "
+        f"{hw['target_utilization']:.0%} of it"
+    )
+    console.print(
+        f"  an L2 read beats recomputing while it gets >= {_gib(s['break_even_stream_gib_s'])} GiB/s "
+        "(KV bytes per token x prefill rate); concurrent reads that get it: "
+        + ", ".join(f"{n} on {w} worker(s)" for w, n in s["reads_above_break_even"].items())
+    )
+    for name, case in s["cases"].items():
+        mix = case["mix"]
+        title = (
+            f"{name}: {mix['prompt_tokens']:,.0f}-token prompts, L0 {mix['l0_share']:.0%}, L1/L2 "
+            f"{mix['connector_share']:.0%}, computed {mix['computed_share']:.0%} ({mix['source']}); "
+            f"per request L2 read {case['read_mib_per_request']:.1f} MiB, "
+            f"write {case['write_mib_per_request']:.1f} MiB; "
+            f"a replica serves {_qps(case['replica_qps'])} QPS ({case['replica_qps_source']})"
+        )
+        table = Table(title=title, title_justify="left")
+        for col in (
+            "replicas",
+            "workers",
+            "replicas' QPS",
+            "L2 saturates at QPS",
+            "first to saturate",
+            "L2 read GiB/s",
+            "L2 write GiB/s",
+            "workers needed",
+        ):
+            table.add_column(col, justify="right")
+        for r in case["rows"]:
+            table.add_row(
+                str(r["replicas"]),
+                str(r["workers"]),
+                _qps(r["replicas_qps"]),
+                _qps(r["l2_saturation_qps"]),
+                r["bottleneck"],
+                _gib(r["l2_read_gib_s"]),
+                _gib(r["l2_write_gib_s"]),
+                "-" if r["workers_needed"] is None else str(r["workers_needed"]),
+            )
+        console.print(table)
+        nic = case["rows"][0]["replica_nic_share"] if case["rows"] else None
+        if nic is not None:
+            console.print(f"  each replica's L2 reads use {nic:.0%} of its NIC at its QPS")
+    chunks = Table(
+        title=f"chunk size at {s['chunks']['replicas']} replicas (measured mix): fewer files vs reuse lost "
+        "inside a chunk",
+        title_justify="left",
+    )
+    for col in ("chunk tokens", "file MiB", "files/request", "file ops/s", "reuse lost/request"):
+        chunks.add_column(col, justify="right")
+    for c in s["chunks"]["rows"]:
+        chunks.add_row(
+            str(c["chunk_tokens"]),
+            f"{c['file_bytes'] / 2**20:.1f}",
+            f"{c['files_per_request']:.1f}",
+            "-" if c["file_ops_per_s"] is None else f"{c['file_ops_per_s']:,.0f}",
+            f"{c['reuse_lost_share']:.1%}",
+        )
+    console.print(chunks)
