@@ -171,6 +171,14 @@ def test_tier_deltas_by_tier_and_none_for_missing_metrics() -> None:
     assert deltas["l2_reads"] is None and deltas["requests"] is None
 
 
+def test_a_counter_lower_than_before_was_reset_and_counts_from_zero() -> None:
+    # An engine restarted between the scrapes (the soak's killed engine): as PromQL's increase() reads it.
+    before = {"vllm:prefix_cache_hits": 5000.0, "vllm:external_prefix_cache_hits": 900.0}
+    after = {"vllm:prefix_cache_hits": 300.0, "vllm:external_prefix_cache_hits": 1000.0}
+    deltas = kvcheck.tier_deltas(before, after)
+    assert deltas["l0_hit_tokens"] == 300.0 and deltas["external_hit_tokens"] == 100.0
+
+
 def test_metrics_endpoint_without_samples_is_reported() -> None:
     with (
         serve({("GET", "/metrics"): as_text("<html>hello</html>")}) as s,

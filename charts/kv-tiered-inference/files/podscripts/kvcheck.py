@@ -190,11 +190,16 @@ def first_metric(metrics: dict[str, float], names: tuple[str, ...]) -> tuple[str
 
 
 def tier_deltas(before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
-    """Cache hits between two scrapes of one engine, by tier (None where the engine has no such metric)."""
+    """Cache hits between two scrapes of one engine, by tier (None where the engine has no such metric).
+    A counter lower than before was reset (the engine restarted): it counts from zero, as PromQL's
+    increase() reads it."""
 
     def delta(names: tuple[str, ...]) -> float | None:
         name, value = first_metric(after, names)
-        return None if name is None else value - before.get(name, 0.0)
+        if name is None:
+            return None
+        old = before.get(name, 0.0)
+        return value - old if value >= old else value
 
     return {
         "requests": delta(REQUESTS_METRICS),
