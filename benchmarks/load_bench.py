@@ -71,7 +71,8 @@ def _counts(text: str) -> list[int]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tiers", default=",".join(tiers.TIER_SETS), help="tier sets, comma-separated")
+    compared = [name for name in tiers.TIER_SETS if name != tiers.NO_CACHE]
+    parser.add_argument("--tiers", default=",".join(compared), help="tier sets, comma-separated")
     parser.add_argument(
         "--routings",
         default=",".join(routing.COMPARED),

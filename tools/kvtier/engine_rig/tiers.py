@@ -40,8 +40,10 @@ SHM = Path("/dev/shm")
 # The rig's own engine settings (kvtier.engine_rig.rig): CPU block size, batch, eager mode, seed.
 RIG_ENGINE_ARGS = ("--block-size", "128", "--max-num-seqs", "4", "--enforce-eager", "--seed", "0")
 ALL_TIERS = "l0+l1+l2"
+NO_CACHE = "none"  # no tier at all, prefix caching off too: the soak's reference answers
 # The tier sets the load benchmark compares -> what each turns off in values/cpu.yaml (which has all three).
 TIER_SETS: dict[str, dict[str, Any]] = {
+    NO_CACHE: {"l0": {"enabled": False}, "l1": {"enabled": False}, "l2": {"enabled": False}},
     "l0": {"l1": {"enabled": False}, "l2": {"enabled": False}},
     "l0+l1": {"l2": {"enabled": False}},
     ALL_TIERS: {},
@@ -49,13 +51,17 @@ TIER_SETS: dict[str, dict[str, Any]] = {
 
 
 def rig_overlay(
-    chunk_size: int, backend: str = "lmcache", tiers: str = ALL_TIERS, engine_args: tuple[str, ...] = ()
+    chunk_size: int,
+    backend: str = "lmcache",
+    tiers: str = ALL_TIERS,
+    engine_args: tuple[str, ...] = (),
+    integrity: bool = True,
 ) -> dict[str, Any]:
     """What the rig changes in values/cpu.yaml: the generated tiny model from a "claim" instead of a
     download, and sizes for two replicas on a shared two-core machine. Tiers, invariants, flags: untouched,
     but for the backend (the native one takes vLLM's name of the same hash, sha256) and the tiers asked for
     (TIER_SETS: the chart's own `cache.l1.enabled` and `cache.l2.enabled`), plus `engine_args` in the
-    model's extraArgs."""
+    model's extraArgs; `integrity` False turns off the chart's sealed L2 files (cache.l2.integrity)."""
     if tiers not in TIER_SETS:
         raise RigError(f"unknown tier set {tiers!r}; expected one of {', '.join(TIER_SETS)}")
     cache: dict[str, Any] = {"chunkSize": chunk_size, "l1": {"size": 1}}
@@ -63,6 +69,8 @@ def rig_overlay(
         cache[tier] = {**cache.get(tier, {}), **setting}
     if backend == NATIVE:
         cache |= {"backend": NATIVE, "hashAlgorithm": "sha256"}
+    if not integrity:
+        cache["l2"] = {**cache.get("l2", {}), "integrity": False}
     return {
         "cache": cache,
         "engine": {"cpuKVCacheSpace": "1Gi"},
@@ -89,6 +97,7 @@ class TieredRig(processes.Rig):
     backend: str = "lmcache"
     tiers: str = ALL_TIERS
     engine_args: tuple[str, ...] = ()
+    integrity: bool = True  # cache.l2.integrity
     log: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr))
     started: list[processes.Process] = field(default_factory=list)
     l2_dir: Path | None = None
@@ -97,7 +106,7 @@ class TieredRig(processes.Rig):
 
     def start(self) -> None:
         generate_model(self.work_dir / "models" / MODEL_NAME)
-        overlay = rig_overlay(self.chunk_size, self.backend, self.tiers, self.engine_args)
+        overlay = rig_overlay(self.chunk_size, self.backend, self.tiers, self.engine_args, self.integrity)
         self.engine = rendered.render_engine([CPU_VALUES], overlay, self.work_dir)
         self.log(rendered.describe(self.engine))
         launched = [self._launch(index) for index in range(self.replicas)]  # started together
@@ -115,7 +124,7 @@ class TieredRig(processes.Rig):
 
     def kill_and_restart(self, index: int) -> processes.Process:
         """SIGKILL replica `index` (a crash: nothing of it cleans up) and start it again as the kubelet
-        restarts a container: same pod, so same pod name and volumes; returned once ready."""
+        restarts a container: same pod, so same pod name, volumes and address (port); returned once ready."""
         old = self.started[index]
         # vLLM's message queues of the killed process stay in /dev/shm as they would in the pod; the rig
         # removes them (a restart never reopens them), leaving the CPU tier's region to the new process.
@@ -125,13 +134,14 @@ class TieredRig(processes.Rig):
         old.popen.wait(30)
         for segment in leftovers:
             segment.unlink(missing_ok=True)
-        process = self._launch(index, log_name=f"tiered-{index}-restarted")
+        port = int(old.url.rsplit(":", 1)[1])
+        process = self._launch(index, log_name=f"tiered-{index}-restarted", port=port)
         self.started[index] = self.started.pop()
         took = processes.wait_ready(process)
         self.log(f"{process.name} restarted at {process.url} ({took:.0f} s)")
         return process
 
-    def _launch(self, index: int, log_name: str = "") -> processes.Process:
+    def _launch(self, index: int, log_name: str = "", port: int | None = None) -> processes.Process:
         assert self.engine is not None, "start() renders the engine first"
         models, pod = self.work_dir / "models", self.work_dir / f"pod-{index}"
         shared_l2 = self.work_dir / "l2"  # the one RWX volume every replica mounts
@@ -140,7 +150,7 @@ class TieredRig(processes.Rig):
             directory.mkdir(parents=True, exist_ok=True)
         # The podscripts ConfigMap: the salt connector and the L2 hit recorder the engines import.
         volumes["podscripts"] = rendered.CHART / "files" / "podscripts"
-        port = processes.free_port()
+        port = port or processes.free_port()
         # One pod name per replica and run: the native CPU tier's /dev/shm region is named after it.
         run = hashlib.sha256(str(self.work_dir).encode()).hexdigest()[:8]
         pod_name = f"{MODEL_NAME}-{index}-{run}"
