@@ -18,6 +18,7 @@ import yaml
 from render import find, helm_bin, render_docs
 
 from kvtier import helm, paths
+from kvtier.engine_rig import rendered
 from kvtier.podscripts import kvcheck, l2_evict
 
 CHART = paths.CHARTS / "kv-tiered-inference"
@@ -168,7 +169,7 @@ def test_eviction_cronjob_runs_l2_evict_on_the_shared_claim(tmp_path: Path) -> N
             "lmcache.yaml"
         ]
     )
-    assert live == [lmcache["remote_url"].rstrip("/").rsplit("/", 1)[1]]
+    assert live == [(rendered.l2_path(lmcache) or "").rstrip("/").rsplit("/", 1)[1]]
 
     # The same arguments on a real directory (the chart's own copy of the script): 500Gi is scaled down
     # by pointing --capacity at a 100 KiB "claim", everything else as rendered. A namespace of a

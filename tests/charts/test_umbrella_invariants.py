@@ -14,6 +14,7 @@ import yaml
 from render import find, helm_bin, render, render_docs
 
 from kvtier import helm, paths
+from kvtier.engine_rig import rendered
 from kvtier.podscripts import tenant_salt
 
 CHART = paths.CHARTS / "kv-tiered-inference"
@@ -84,7 +85,7 @@ def test_every_engine_shares_the_cache_invariants(values: Path) -> None:
             chunks.add(config["chunk_size"])
             algos.add(config["pre_caching_hash_algorithm"])
             serdes.add(config.get("remote_serde"))
-            urls.add(config.get("remote_url"))
+            urls.add(rendered.l2_path(config))
             mounts.add(mount_path(deployment, "l2cache"))
         # No LMCACHE_* variable may override the shared file per pod.
         assert not [k for k in env(container) if k.startswith("LMCACHE_") and k != "LMCACHE_CONFIG_FILE"]
@@ -100,10 +101,9 @@ def test_every_engine_shares_the_cache_invariants(values: Path) -> None:
         # One namespace per model, under the shared mount (tests/charts/test_umbrella_l2_namespace.py).
         names = {m["name"] for m in spec.get("models") or []}
         assert len(urls) == len(names)
-        for url in urls:
-            assert re.fullmatch(rf"fs://localhost:0{re.escape(mount)}/([a-z0-9-]+)\.[0-9a-f]{{12}}/", url), (
-                url
-            )
+        for directory in urls:
+            namespace = rf"{re.escape(mount)}/([a-z0-9-]+)\.[0-9a-f]{{12}}/?"
+            assert re.fullmatch(namespace, directory or ""), directory
         assert mounts == {mount}, "every engine pod must mount the L2 claim at the same path"
 
 
@@ -149,8 +149,8 @@ def test_two_models_share_seed_chunk_and_path_but_not_config_maps() -> None:
     shared = ("chunk_size", "pre_caching_hash_algorithm", "remote_serde")
     assert {tuple(c[k] for k in shared) for c in configs} == {(512, "sha256_cbor", "naive")}
     # One L2 mount, a namespace per model inside it: two models never read each other's chunks.
-    urls = [c["remote_url"] for c in configs]
-    assert len(set(urls)) == 2 and all(u.startswith("fs://localhost:0/var/lib/kv/l2/") for u in urls)
+    urls = [rendered.l2_path(c) or "" for c in configs]
+    assert len(set(urls)) == 2 and all(u.startswith("/var/lib/kv/l2/") for u in urls)
     assert {env(vllm(d))["PYTHONHASHSEED"] for d in deployments} == {"1234"}
     assert {mount_path(d, "l2cache") for d in deployments} == {"/var/lib/kv/l2"}
     assert [flag(vllm(d)["args"], "--served-model-name") for d in deployments] == [

@@ -1,7 +1,8 @@
-"""Each model's L2 namespace (the directory in LMCache's remote_url) changes with everything that makes its
-chunks valid, and with nothing else. LMCache's own key misses the model's identity beyond the model argument
-string (../shared/DESIGN.md section 4), so the namespace is what keeps two models, or two revisions, apart.
-The same keys are shown to change LMCache's verdict in tests/engine/test_lmcache_invariants.py."""
+"""Each model's L2 namespace (the directory in LMCache's remote_url, or the L2 plugin's base path) changes
+with everything that makes its chunks valid, and with nothing else. LMCache's own key misses the model's
+identity beyond the model argument string (../shared/DESIGN.md section 4), so the namespace is what keeps
+two models, or two revisions, apart. The same keys are shown to change LMCache's verdict in
+tests/engine/test_lmcache_invariants.py."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ import yaml
 from render import find, helm_bin, render, render_docs
 
 from kvtier import paths
+from kvtier.engine_rig import rendered
 
 CPU = paths.ROOT / "values" / "cpu.yaml"
-NAMESPACE_URL = re.compile(r"fs://localhost:0(?P<mount>/.*)/(?P<name>[a-z0-9-]+)\.(?P<digest>[0-9a-f]{12})/")
+NAMESPACE_DIR = re.compile(r"(?P<mount>/.*)/(?P<name>[a-z0-9-]+)\.(?P<digest>[0-9a-f]{12})")
 
 
 @pytest.fixture(autouse=True)
@@ -31,8 +33,10 @@ def namespaces(set_values: dict[str, Any] | None = None, values: list[Path] | No
     for config_map in find(docs, "ConfigMap"):
         data = (config_map.get("data") or {}).get("lmcache.yaml")
         if data:
-            match = NAMESPACE_URL.fullmatch(yaml.safe_load(data)["remote_url"])
-            assert match, yaml.safe_load(data)["remote_url"]
+            # remote_url's directory, or the L2 plugin's base path (cache.l2.integrity, recordHits)
+            directory = rendered.l2_path(yaml.safe_load(data))
+            match = NAMESPACE_DIR.fullmatch((directory or "").rstrip("/"))
+            assert match, directory
             result[config_map["metadata"]["labels"]["kv-tiered-inference/model"]] = (
                 match["name"] + "." + match["digest"]
             )
@@ -136,6 +140,14 @@ def test_the_native_backend_has_namespaces_of_its_own() -> None:
 )
 def test_every_native_validity_input_changes_the_namespace(key: str, value: Any) -> None:
     assert native_namespaces({key: value}) != native_namespaces()
+
+
+def test_sealed_chunk_files_have_a_namespace_of_their_own() -> None:
+    # cache.l2.integrity's files carry a trailer: verifying engines would refuse every file of before, and
+    # engines of the previous revision keep their own namespace during a rollout.
+    plain = namespaces({"cache.l2.integrity": False})
+    assert plain != namespaces()
+    assert namespaces({"cache.l2.integrity": False, "cache.l2.eviction.recordHits": True}) == plain
 
 
 def test_the_lmcache_namespace_ignores_the_vllm_version() -> None:

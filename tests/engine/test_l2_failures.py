@@ -2,7 +2,11 @@
 engine: each case stores a prompt's two chunks from one pod (configured from values/cpu.yaml's render, as in
 test_lmcache_invariants.py), breaks the L2 the way production breaks it, and looks up from another pod.
 vLLM then recomputes what LMCache did not load: the chart sets kv_load_failure_policy recompute
-(test_l2_tiers.py shows a request served through a broken chunk file on the real engines)."""
+(test_l2_tiers.py shows a request served through a broken chunk file on the real engines).
+
+A chunk changed in place (same size) is the one damage LMCache's own reader cannot see: the `unverified`
+case (the chart's plugin with cache.l2.integrity off, which is LMCache's fs connector unchanged) loads it
+as KV, and the chart's default (sealed files, podscripts/l2_integrity.py) refuses it."""
 
 from __future__ import annotations
 
@@ -13,16 +17,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from harness.engine import invariants
 from kvtier.engine_rig import rendered, tiers
+from kvtier.podscripts import l2_integrity
 
 TINY = {"layers": 2, "kv_heads": 2, "head_size": 64}
 TOKENS = invariants.prompt_tokens(600, seed=5)  # two whole chunks of 256
 # One chunk file of TINY in values/cpu.yaml's dtype (bfloat16): K+V x layers x heads x dims x 2 bytes x 256
-# tokens + LMCache's 28-byte header.
-CHUNK_BYTES = 2 * 2 * 2 * 64 * 2 * 256 + 28
+# tokens + LMCache's 28-byte header + the integrity trailer the chart's default adds.
+CHUNK_BYTES = 2 * 2 * 2 * 64 * 2 * 256 + 28 + l2_integrity.TRAILER_BYTES
 DAMAGES = ("race", "truncated", "zero-length", "crashed-writer", "wiped", "full", "read-only")
+DAMAGES += ("changed-in-place", "changed-in-place-unverified")
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +75,10 @@ def outcomes(work: Path, small_fs: Path | str) -> dict[str, dict[str, Any]]:
             continue
         volume = volumes.get(damage, work / damage / "l2")
         pods[damage] = invariants.pod_case(engine, Path(volume), work / damage, TINY)
+    unverified = pods["changed-in-place-unverified"]
+    extra = yaml.safe_load(Path(unverified.case["config"]).read_text())["extra_config"]
+    extra["remote_storage_plugin.kvtier_l2.verify"] = False  # cache.l2.integrity: false
+    unverified.case["config"] = invariants.variant_config(unverified, work, "unverified", extra_config=extra)
     seed = next(iter(pods.values())).seed
     stores = [{**pod.case, "tokens": TOKENS, "kv_seed": 1, "action": "store"} for pod in pods.values()]
     if "full" in pods:
@@ -82,7 +93,15 @@ def outcomes(work: Path, small_fs: Path | str) -> dict[str, dict[str, Any]]:
     verdicts = invariants.run_cases(stores, seed, work)
     stored = dict(zip(pods, verdicts[: len(pods)], strict=True))
 
-    second = {name: chunks_in_order(pods[name])[1] for name in ("truncated", "zero-length", "crashed-writer")}
+    changed = ("changed-in-place", "changed-in-place-unverified")
+    second = {
+        name: chunks_in_order(pods[name])[1]
+        for name in ("truncated", "zero-length", "crashed-writer", *changed)
+    }
+    for name in changed:  # a run of KV bytes inverted inside the file: header and size as written
+        data = bytearray(second[name].read_bytes())
+        data[1028:1092] = bytes(b ^ 0xFF for b in data[1028:1092])
+        second[name].write_bytes(bytes(data))
     second["truncated"].write_bytes(second["truncated"].read_bytes()[: CHUNK_BYTES // 2])
     second["zero-length"].write_bytes(b"")
     second["crashed-writer"].rename(
@@ -143,6 +162,26 @@ def test_a_damaged_second_chunk_keeps_only_the_good_prefix(
     assert found["retrieved_tokens"] <= 256, found  # at most the first chunk, never the damaged one
     if found["retrieved_tokens"]:
         assert found["data_ok"] is True, found
+
+
+def test_a_chunk_changed_in_place_is_loaded_as_kv_without_integrity(
+    outcomes: dict[str, dict[str, Any]],
+) -> None:
+    """The fault integrity exists for, shown on LMCache's own reader: both chunks load, one of them wrong."""
+    found = outcomes["changed-in-place-unverified"]["found"]
+    assert found["error"] is None and found["retrieved_tokens"] == 512, found
+    assert found["data_ok"] is False, found
+
+
+def test_a_chunk_changed_in_place_is_a_miss_with_integrity(outcomes: dict[str, dict[str, Any]]) -> None:
+    outcome = outcomes["changed-in-place"]
+    found = outcome["found"]
+    assert found["error"] is None and found["hit_tokens"] == 512, found  # the lookup still sees both files
+    assert found["retrieved_tokens"] <= 256, found  # never the changed chunk
+    if found["retrieved_tokens"]:
+        assert found["data_ok"] is True, found
+    assert len(outcome["files"]) == 1, outcome["files"]  # the rejected file was removed: the next store heals
+    assert "failed verification (mismatch), served as a miss and removed" in outcome["log"]
 
 
 def test_a_tmp_file_left_by_a_crashed_writer_is_invisible(outcomes: dict[str, dict[str, Any]]) -> None:

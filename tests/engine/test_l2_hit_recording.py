@@ -7,9 +7,10 @@ depend on how this machine mounts its temporary folder (mounting needs root: ski
 failed under CI). Without hit recording LMCache's read leaves atime where it was on a `relatime` mount,
 which moves atime only on the first read after a write (and Curvine's FUSE mount never moves it), while a
 `strictatime` mount moves it on every read: the contrast shows the relatime result is the mount's rule at
-work, not a read that never happened. With `cache.l2.eviction.recordHits` the chart loads l2_hits.py
-through LMCache's own remote storage plugin loader, and every served chunk gets its atime set while its
-mtime (the write) stays, on a relatime mount where nothing else would move it."""
+work, not a read that never happened. With `cache.l2.eviction.recordHits` the chart loads its L2 plugin
+(l2_connector.py, with l2_hits.py's recorder) through LMCache's own remote storage plugin loader, and every
+served chunk gets its atime set while its mtime (the write) stays, on a relatime mount where nothing else
+would move it."""
 
 from __future__ import annotations
 
@@ -61,7 +62,16 @@ def serve_after_one_read(
     """Store, read each chunk file once (the first read after a write, which relatime records), serve the
     prompt again: the lookup's verdict, (atime, mtime) before and after per chunk file, and when the lookup
     started."""
-    overlay = {"cache": {"l2": {"eviction": {"recordHits": record_hits, "hitIntervalSeconds": 0}}}}
+    # Without recording, LMCache's own reader (integrity off too: the chart then renders LMCache's fs
+    # connector); with it, the chart's plugin as it ships (verifying).
+    overlay = {
+        "cache": {
+            "l2": {
+                "integrity": record_hits,
+                "eviction": {"recordHits": record_hits, "hitIntervalSeconds": 0},
+            }
+        }
+    }
     engine = rendered.render_engine([tiers.CPU_VALUES], overlay, work / name / "render")
     pod = invariants.pod_case(engine, l2_volume, work / name, TINY)
     store = {**pod.case, "tokens": TOKENS, "kv_seed": 1, "action": "store"}
@@ -96,7 +106,7 @@ def test_recorded_hits_set_atime_and_keep_the_write_time(work: Path, need) -> No
     with atime_mount(work / "recorded" / "l2", "relatime", need) as l2:
         found, times, pod, lookup_started = serve_after_one_read(work, "recorded", True, l2)
     config = Path(pod.case["config"]).read_text()
-    assert "remote_url" not in config and "HitRecordingFSConnector" in config  # loaded as LMCache's plugin
+    assert "remote_url" not in config and "KvtierFSConnector" in config  # loaded as LMCache's plugin
     assert found["hit_tokens"] == 512 and found["data_ok"] is True and found["error"] is None, found
     for atime_before, mtime_before, atime_after, mtime_after in times:
         assert mtime_after == mtime_before, "the write time eviction relies on must not move"

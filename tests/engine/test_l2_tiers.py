@@ -12,14 +12,16 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from kvtier import waiting
 from kvtier.bench import report
 from kvtier.engine_rig import processes, router_flags, tiers
 from kvtier.engine_rig import rig as engine_rig
 from kvtier.monitoring import names
 from kvtier.plan import capacity
-from kvtier.podscripts import kvcheck
+from kvtier.podscripts import kvcheck, l2_integrity
 
 HEADER_BYTES = 28  # LMCache's chunk-file header (length, format, dtype, shape), ../shared/DESIGN.md section 4
+TRAILER_BYTES = l2_integrity.TRAILER_BYTES  # cache.l2.integrity (values/cpu.yaml keeps the default, on)
 
 
 pytestmark = pytest.mark.tiered_rig("lmcache")
@@ -69,18 +71,31 @@ def test_a_removed_l2_file_is_a_clean_recompute(measured: dict[str, Any], tiered
     assert answer["text"]
 
 
-def test_chunk_files_are_the_planners_bytes_per_token_times_chunk_plus_header(
+def test_chunk_files_are_the_planners_bytes_per_token_times_chunk_plus_header_and_trailer(
     measured: dict[str, Any], tiered: tiers.TieredRig
 ) -> None:
     files = tiered.chunk_files()
     assert files, "no chunk files in L2"
     spec = capacity.load_model_config(tiered.work_dir / "models" / engine_rig.MODEL_NAME / "config.json")
-    expected = spec.kv_bytes_per_token(4) * measured["chunk_size"] + HEADER_BYTES  # float32 KV
+    deployment = capacity.Deployment(spec, 4, 4, chunk=measured["chunk_size"])  # float32 KV, sealed
+    expected = spec.kv_bytes_per_token(4) * measured["chunk_size"] + HEADER_BYTES + TRAILER_BYTES
+    assert capacity.chunk_file_bytes(deployment) == expected
     sizes = {path.stat().st_size for path in files}
     assert sizes == {expected}, f"chunk files {sorted(sizes)} bytes, planner says {expected}"
-    # The header's first field is the payload length LMCache reads back.
+    # The header's first field is the payload length LMCache reads back; the seal follows it.
     (length,) = struct.unpack("<i", Path(files[0]).read_bytes()[:4])
-    assert length == expected - HEADER_BYTES
+    assert length == expected - HEADER_BYTES - TRAILER_BYTES
+    assert seal_problem(Path(files[0])) is None
+
+
+def seal_problem(path: Path) -> str | None:
+    """Why the chunk file at `path` is not sealed for its own key (None: it is), read by the header's
+    length: the key is LMCache's key string, which the file name spells with "-SEP-" for "/"."""
+    data = path.read_bytes()
+    (length,) = struct.unpack("<i", data[:4])
+    key = path.name.removesuffix(".data").replace("-SEP-", "/")
+    body = data[HEADER_BYTES : HEADER_BYTES + length]
+    return l2_integrity.problem(key, data[:HEADER_BYTES], body, data[HEADER_BYTES + length :])
 
 
 def test_helm_tests_crosspod_check_passes_on_the_rendered_engines(
@@ -112,6 +127,38 @@ def test_a_broken_chunk_file_is_recomputed_not_a_failed_request(
     assert second["text"] == first["text"], "the recomputed answer differs from the first replica's"
     log = tiered.started[1].log.read_text(errors="replace")
     assert broken.name in log, "LMCache's failed read should name the file in the engine log"
+
+
+def test_a_chunk_changed_in_place_is_a_miss_and_the_next_store_heals_it(
+    measured: dict[str, Any], tiered: tiers.TieredRig
+) -> None:
+    """cache.l2.integrity on the real engines: a chunk whose KV bytes changed after it was written (same
+    size, header intact: what LMCache's own reader loads as KV, test_l2_failures.py) is refused, the
+    request is served with replica 0's answer, and replica 1's store of the recomputed chunk seals a good
+    file under the same name."""
+    del measured
+    prompt = kvcheck.long_prompt(1500) + " changed in place"
+    before = set(tiered.chunk_files())
+    first = kvcheck.stream_completion(tiered.started[0].url, engine_rig.MODEL_NAME, prompt, max_tokens=8)
+    tokens = tiers.prompt_tokens(tiered.started[0].url, prompt)
+    tiered.wait_for_chunks(len(before) + tokens // tiered.chunk_size)
+    written = sorted((p for p in tiered.chunk_files() if p not in before), key=lambda p: p.stat().st_mtime_ns)
+    changed = written[len(written) // 2]
+    data = bytearray(changed.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 64] = bytes(b ^ 0xFF for b in data[middle : middle + 64])
+    changed.write_bytes(bytes(data))
+    second = kvcheck.stream_completion(tiered.started[1].url, engine_rig.MODEL_NAME, prompt, max_tokens=8)
+    assert second["text"] == first["text"], "the answer after a refused chunk differs from replica 0's"
+    log = tiered.started[1].log.read_text(errors="replace")
+    assert f"{changed} failed verification (mismatch), served as a miss and removed" in log
+    waiting.wait_until(  # replica 1 stores the chunk it recomputed: a sealed file under the same name
+        lambda: seal_problem(changed) is None,
+        deadline=waiting.deadline_in(30),
+        fail=lambda last: AssertionError(f"{changed.name} was not stored again after it was refused{last}"),
+        tolerate=(FileNotFoundError,),
+        interval=0.2,
+    )
 
 
 def _served_names(url: str) -> set[str]:

@@ -265,7 +265,7 @@ def test_cli_user_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert main(["plan", "--model-config", str(tmp_path / "missing.json")]) == 2
     assert main(["plan", "--model", "qwen2-7b", "--read-gib-s", "0"]) == 2
     err = capsys.readouterr().err
-    assert "no such file" in err and "must be positive" in err
+    assert "no such file" in err and "--read-gib-s must be a positive number, got 0.0" in err
 
 
 def test_l2_watermark_as_a_size() -> None:
@@ -304,11 +304,20 @@ def _odd_model() -> capacity.ModelSpec:
     [
         ("vllm-native", 16, 8192),  # 16 x 320 = 5,120 B, rounded up to the 4 KiB page
         ("vllm-native", 256, 81_920),  # 256 x 320 is a page multiple already
-        ("lmcache", 16, 16 * 320 + 28),  # LMCache's 28-byte header, no rounding
+        ("lmcache", 16, 16 * 320 + 28 + 24),  # LMCache's 28-byte header and the integrity trailer
+        ("lmcache-unsealed", 16, 16 * 320 + 28),  # cache.l2.integrity off: LMCache's file as it writes it
     ],
 )
 def test_chunk_files_by_backend(backend: str, chunk: int, expected: int) -> None:
-    d = capacity.Deployment(model=_odd_model(), dtype_bytes=2, kv_dtype_bytes=2, chunk=chunk, backend=backend)
+    sealed = backend != "lmcache-unsealed"
+    d = capacity.Deployment(
+        model=_odd_model(),
+        dtype_bytes=2,
+        kv_dtype_bytes=2,
+        chunk=chunk,
+        backend=backend.removesuffix("-unsealed"),
+        sealed=sealed,
+    )
     assert d.model.kv_bytes_per_token(2) == 320
     assert capacity.chunk_file_bytes(d) == expected
 

@@ -88,7 +88,8 @@ def test_chunk_rows_trade_files_for_reuse() -> None:
     d = capacity.Deployment(model, 2, 2)
     rows = scale.chunk_rows(d, scale.Mix(1024, 0.5, 0.25, "hand"), fleet_qps=10)
     by_chunk = {r["chunk_tokens"]: r for r in rows}
-    assert by_chunk[256]["file_bytes"] == 256 * 57_344 + 28  # LMCache's header (tests/engine measured it)
+    # LMCache's header (tests/engine measured it) and the integrity trailer (cache.l2.integrity, the default)
+    assert by_chunk[256]["file_bytes"] == 256 * 57_344 + 28 + 24
     # 256 tokens read (25 %) and 256 computed and written (the 25 % neither L0 nor L2 held): two files.
     assert by_chunk[256]["files_per_request"] == pytest.approx(2.0)
     assert by_chunk[256]["file_ops_per_s"] == pytest.approx(20.0)

@@ -98,6 +98,12 @@ its own version or (for layouts it calls parallelism-agnostic) TP: those stay he
 {{- $_ := set $identity "vllm" (toString $v.cache.vllmVersion) -}}
 {{- else -}}
 {{- $_ := set $identity "lmcache" (toString $v.cache.lmcacheVersion) -}}
+{{- /* Sealed files (cache.l2.integrity) get a namespace of their own: the verifying engines would refuse
+every unsealed file of before, and engines of the previous revision keep theirs during a rollout; the
+eviction job removes the old namespace once it is dead. */ -}}
+{{- if and (include "kv-tiered-inference.l2Plugin" .root) $v.cache.l2.integrity -}}
+{{- $_ := set $identity "chunkFiles" "sealed" -}}
+{{- end -}}
 {{- end -}}
 {{- if eq $v.target "standalone" -}}
 {{- $_ := set $identity "modelArg" (include "kv-tiered-inference.modelArg" $m) -}}
@@ -242,16 +248,20 @@ pre_caching_hash_algorithm: {{ $cache.hashAlgorithm }}
 local_cpu: {{ $cache.l1.enabled }}
 {{- /* LMCache allocates its CPU buffer from max_local_cpu_size even with local_cpu off (L2 transfers stage there). */}}
 max_local_cpu_size: {{ include "kv-tiered-inference.l1SizeGiB" . }}
-{{- if include "kv-tiered-inference.recordHits" .root }}
-{{- /* The same fs connector and files, loaded through LMCache's remote storage plugin framework as
-l2_hits.py's subclass, which records each hit as the chunk's atime (docs/eviction.md). */}}
+{{- if include "kv-tiered-inference.l2Plugin" .root }}
+{{- /* LMCache's fs connector and directory, loaded through LMCache's remote storage plugin framework as
+l2_connector.py's subclass: it seals and verifies chunk files (docs/reliability.md) and records each hit
+as the chunk's atime (docs/eviction.md). */}}
 remote_storage_plugins: [kvtier_l2]
 remote_serde: naive
 extra_config:
-  remote_storage_plugin.kvtier_l2.module_path: l2_hits
-  remote_storage_plugin.kvtier_l2.class_name: HitRecordingFSConnector
+  remote_storage_plugin.kvtier_l2.module_path: l2_connector
+  remote_storage_plugin.kvtier_l2.class_name: KvtierFSConnector
   remote_storage_plugin.kvtier_l2.base_path: {{ include "kv-tiered-inference.l2Dir" . | quote }}
+  remote_storage_plugin.kvtier_l2.verify: {{ $cache.l2.integrity }}
+  {{- if include "kv-tiered-inference.recordHits" .root }}
   remote_storage_plugin.kvtier_l2.hit_interval_s: {{ $cache.l2.eviction.hitIntervalSeconds }}
+  {{- end }}
 {{- else if $cache.l2.enabled }}
 remote_url: {{ include "kv-tiered-inference.remoteUrl" . | quote }}
 remote_serde: naive
@@ -275,13 +285,22 @@ another's (docs/security.md).
 {{- if and (eq .Values.target "standalone") .Values.cache.tenantIsolation (include "kv-tiered-inference.lmcacheEnabled" .) -}}true{{- end -}}
 {{- end -}}
 
-{{/* "true" when the engines import a module from the podscripts ConfigMap (the salt connector, l2_hits.py). */}}
+{{/*
+"true" when LMCache loads the bundle's L2 plugin (l2_connector.py): to verify chunk files (cache.l2.integrity)
+or to record hits; standalone target, LMCache, L2 on.
+*/}}
+{{- define "kv-tiered-inference.l2Plugin" -}}
+{{- $l2 := .Values.cache.l2 -}}
+{{- if and (eq .Values.target "standalone") $l2.enabled (include "kv-tiered-inference.lmcacheEnabled" .) (or $l2.integrity (include "kv-tiered-inference.recordHits" .)) -}}true{{- end -}}
+{{- end -}}
+
+{{/* "true" when the engines import a module from the podscripts ConfigMap (the salt connector, the L2 plugin). */}}
 {{- define "kv-tiered-inference.enginePodscripts" -}}
-{{- if or (include "kv-tiered-inference.saltConnector" .) (include "kv-tiered-inference.recordHits" .) -}}true{{- end -}}
+{{- if or (include "kv-tiered-inference.saltConnector" .) (include "kv-tiered-inference.l2Plugin" .) -}}true{{- end -}}
 {{- end -}}
 
 {{/*
-Where the engines import the salt connector and l2_hits.py from (the podscripts ConfigMap).
+Where the engines import the salt connector and the L2 plugin from (the podscripts ConfigMap).
 */}}
 {{- define "kv-tiered-inference.podscriptsMountPath" -}}/opt/kvtier/podscripts{{- end -}}
 

@@ -159,9 +159,9 @@ def _remap_fs_tier(args: list[str], table: dict[str, Path]) -> str | None:
 
 
 def l2_path(config: dict[str, Any]) -> str | None:
-    """The L2 directory of a rendered LMCache file: remote_url's path, or the fs connector plugin's base path
-    when the engines record hits (cache.l2.eviction.recordHits); None when the file has no L2 (or no file:
-    the L0-only render)."""
+    """The L2 directory of a rendered LMCache file: remote_url's path, or the bundle's L2 plugin's base path
+    (cache.l2.integrity, cache.l2.eviction.recordHits); None when the file has no L2 (or no file: the
+    L0-only render)."""
     if config.get("remote_url"):
         return str(config["remote_url"]).removeprefix("fs://localhost:0")
     extra = config.get("extra_config") or {}

@@ -21,6 +21,7 @@ from kvtier import quantity
 from kvtier.errors import UserError
 from kvtier.plan import model_config
 from kvtier.plan.facts import GIB, INSTANCE_TYPES, KNOWN_MODELS, REFERENCE
+from kvtier.podscripts import l2_integrity
 from kvtier.upstream import vllm_offload
 
 REFERENCE_BYTES_PER_TOKEN = 2 * 28 * 4 * 128 * 2  # Qwen2-7B fp16 (DESIGN.md section 4)
@@ -229,6 +230,7 @@ class Deployment:
     l2_usable: float = 1.0  # eviction high watermark
     chunk: int = 256
     backend: str = "lmcache"  # cache.backend: lmcache | vllm-native
+    sealed: bool = True  # cache.l2.integrity: LMCache's chunk files carry the integrity trailer (the default)
     notes: list[str] = field(default_factory=list)
 
 
@@ -238,11 +240,12 @@ LMCACHE_FILE_HEADER_BYTES = 28
 
 
 def chunk_file_bytes(d: Deployment) -> int:
-    """Bytes of one L2 file (one chunk): LMCache's header + KV, or vLLM's page-aligned chunk."""
+    """Bytes of one L2 file (one chunk): LMCache's header + KV (+ the integrity trailer when sealed), or
+    vLLM's page-aligned chunk."""
     bpt = d.model.kv_bytes_per_token(d.kv_dtype_bytes)
     if d.backend == "vllm-native":
         return vllm_offload.chunk_file_bytes(d.chunk, bpt)
-    return d.chunk * bpt + LMCACHE_FILE_HEADER_BYTES
+    return d.chunk * bpt + LMCACHE_FILE_HEADER_BYTES + (l2_integrity.TRAILER_BYTES if d.sealed else 0)
 
 
 def _whole_chunk_tokens(nbytes: float, d: Deployment) -> float:

@@ -111,6 +111,9 @@ def deployments(
                     l2_usable=usable,
                     chunk=int(cache.get("chunkSize") or 256),
                     backend=str(cache.get("backend") or "lmcache"),
+                    # the chart's L2 plugin seals chunk files on the standalone target only
+                    sealed=bool(lookup(cache, "l2", "integrity", default=True))
+                    and values.get("target", "standalone") == "standalone",
                     notes=notes,
                 ),
             )

@@ -3,21 +3,10 @@
 Reads never move a chunk file's atime on the bundle's L2: the Linux FUSE client marks its inodes S_NOATIME
 and leaves atime to the daemon, and Curvine's master changes an inode's atime only on an explicit setattr
 (docs/eviction.md cites both). Local filesystems mounted `relatime` move it on the first read after a write
-only. So this module sets it itself: an LMCache remote storage plugin (LMCache's `remote_storage_plugins`
-framework) that is LMCache's own fs connector plus one `utimensat(atime = now, mtime untouched)` per chunk
-served from L2, at most once per file and `remote_storage_plugin.<name>.hit_interval_s` (default 60 s) per
-process, off the request path (the read has already succeeded; a failed touch is logged and ignored).
-
-The engine pods import it from the chart's podscripts ConfigMap (PYTHONPATH); LMCache's plugin loader reads
-
-    remote_storage_plugins: [kvtier_l2]
-    extra_config:
-      remote_storage_plugin.kvtier_l2.module_path: l2_hits
-      remote_storage_plugin.kvtier_l2.class_name: HitRecordingFSConnector
-      remote_storage_plugin.kvtier_l2.base_path: /mnt/curvine/l2cache/<namespace>
-
-The connector class is built on first access (PEP 562), so this file imports without LMCache (the toolkit
-and the eviction image have none).
+only. So the bundle's LMCache storage plugin (l2_connector.py, LMCache's own fs connector) sets it
+itself: one `utimensat(atime = now, mtime untouched)` per chunk served from L2, at most once per file and
+`remote_storage_plugin.kvtier_l2.hit_interval_s` (default 60 s) per process, off the request path (the
+read has already succeeded; a failed touch is logged and ignored).
 """
 
 from __future__ import annotations
@@ -31,8 +20,6 @@ import time
 from typing import Any
 
 DEFAULT_INTERVAL_S = 60.0
-CLASS_NAME = "HitRecordingFSConnector"
-PLUGIN_NAME = "kvtier_l2"  # the name in remote_storage_plugins and in its extra_config keys
 _UTIME_OMIT = (1 << 30) - 2  # <sys/stat.h>: leave this timestamp as it is
 _AT_FDCWD = -100
 
@@ -97,34 +84,3 @@ class HitRecorder:
             return False
         self.recorded += 1
         return True
-
-
-def _build_connector_class() -> type:
-    from lmcache.v1.storage_backend.connector.fs_connector import FSConnector
-
-    class HitRecordingFSConnector(FSConnector):  # type: ignore[misc, valid-type]
-        """LMCache's fs connector; each chunk it serves gets its atime set (see the module docstring)."""
-
-        def __init__(self, loop: Any, local_cpu_backend: Any, config: Any) -> None:
-            # LMCache's loader passes no plugin name to a connector class: the fs connector then reads its
-            # base path under ours.
-            super().__init__(loop, local_cpu_backend, config, plugin_name=PLUGIN_NAME)
-            extra = getattr(config, "extra_config", None) or {}
-            interval = extra.get(f"remote_storage_plugin.{PLUGIN_NAME}.hit_interval_s", DEFAULT_INTERVAL_S)
-            self.hit_recorder = HitRecorder(float(interval))
-
-        async def get(self, key: Any) -> Any:
-            memory_obj = await super().get(key)
-            if memory_obj is not None:  # touched off the request path; hit() logs its own failures
-                self.loop.run_in_executor(None, self.hit_recorder.hit, str(self._get_file_path(key)))
-            return memory_obj
-
-    return HitRecordingFSConnector
-
-
-def __getattr__(name: str) -> Any:
-    if name == CLASS_NAME:
-        cls = _build_connector_class()
-        globals()[CLASS_NAME] = cls
-        return cls
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,220 @@
+"""The bundle's LMCache storage plugin for the shared L2: LMCache's fs connector plus what the chart asks.
+
+- `verify` (cache.l2.integrity): every chunk file it writes is sealed with a checksum trailer and every
+  chunk it reads is checked (l2_integrity.py). A chunk that fails is a miss, never KV: it is logged with
+  its file and why, counted, and removed, so the next store of that chunk writes a good one. vLLM then
+  recomputes the tokens (kv_load_failure_policy recompute, which the chart sets).
+- `hit_interval_s` (cache.l2.eviction.recordHits): each chunk served from L2 gets its atime set, for the
+  eviction job's least-recently-used order (l2_hits.py).
+
+The engine pods import it from the chart's podscripts ConfigMap (PYTHONPATH); LMCache's plugin loader reads
+
+    remote_storage_plugins: [kvtier_l2]
+    extra_config:
+      remote_storage_plugin.kvtier_l2.module_path: l2_connector
+      remote_storage_plugin.kvtier_l2.class_name: KvtierFSConnector
+      remote_storage_plugin.kvtier_l2.base_path: /mnt/curvine/l2cache/<namespace>
+      remote_storage_plugin.kvtier_l2.verify: true
+      remote_storage_plugin.kvtier_l2.hit_interval_s: 60       # only when hits are recorded
+
+The class is built on first access (PEP 562), so this file imports without LMCache (the toolkit has none).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+try:
+    from . import l2_hits, l2_integrity
+except ImportError:  # in the engine pod: a top-level module beside l2_hits.py and l2_integrity.py
+    import l2_hits  # type: ignore[no-redef]
+    import l2_integrity  # type: ignore[no-redef]
+
+CLASS_NAME = "KvtierFSConnector"
+MODULE = "l2_connector"
+PLUGIN_NAME = "kvtier_l2"  # the name in remote_storage_plugins and in its extra_config keys
+
+log = logging.getLogger("kvtier.l2")
+
+
+def _option(extra: dict[str, Any], name: str, default: Any) -> Any:
+    return extra.get(f"remote_storage_plugin.{PLUGIN_NAME}.{name}", default)
+
+
+def _flag(value: Any) -> bool:
+    """LMCache's YAML loader keeps YAML booleans; a quoted "false" must not turn verification on."""
+    return value if isinstance(value, bool) else str(value).strip().lower() in ("1", "true", "yes", "on")
+
+
+class Rejections:
+    """Chunks that failed verification, by reason (l2_integrity's words), in this process."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def add(self, reason: str) -> None:
+        with self._lock:
+            self.counts[reason] += 1
+
+
+def read_sealed(
+    path: Path, key: str, header_bytes: int, declared: Any, allocate: Any
+) -> tuple[Any, str | None]:
+    """Read one sealed chunk file: (the memory object, None), or (None, why it is refused; None when
+    memory was short, a miss that says nothing about the file).
+
+    `declared(header)` is the KV length the header gives (ValueError: not a header); `allocate(header)` the
+    memory object to read the KV into. The file's size must be header + KV + trailer before anything is
+    allocated, so a damaged length field cannot ask for a huge buffer. One open, so header, KV and
+    trailer come from one file even while a writer renames a new one over it."""
+    with open(path, "rb") as f:
+        rest = os.fstat(f.fileno()).st_size - header_bytes
+        header = f.read(header_bytes)
+        if len(header) != header_bytes:
+            return None, l2_integrity.SHORT
+        try:
+            length = declared(header)
+        except ValueError:
+            return None, l2_integrity.MISMATCH
+        if rest == length:
+            return None, l2_integrity.UNSEALED
+        if rest != length + l2_integrity.TRAILER_BYTES:
+            return None, l2_integrity.SHORT if rest < length else l2_integrity.MISMATCH
+        memory_obj = allocate(header)
+        if memory_obj is None:
+            return None, None
+        buffer = memory_obj.byte_array
+        try:
+            got = f.readinto(buffer)
+            tail = f.read(l2_integrity.TRAILER_BYTES + 1)
+            why = (
+                l2_integrity.SHORT if got != len(buffer) else l2_integrity.problem(key, header, buffer, tail)
+            )
+        except BaseException:
+            memory_obj.ref_count_down()
+            raise
+    if why is not None:
+        memory_obj.ref_count_down()
+        return None, why
+    return memory_obj, None
+
+
+def write_sealed(final: Path, temp: Path, key: str, header: bytes, payload: Any) -> None:
+    """Write header + payload + trailer to `temp`, then rename it over `final` (readers see whole files)."""
+    seal = l2_integrity.trailer(key, header, payload)
+    try:
+        with open(temp, "wb") as f:
+            f.write(header)
+            f.write(payload)
+            f.write(seal)
+        os.replace(temp, final)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+
+
+def _build_connector_class() -> type:
+    from lmcache.v1.protocol import RemoteMetadata
+    from lmcache.v1.storage_backend.connector.fs_connector import FSConnector
+
+    class KvtierFSConnector(FSConnector):  # type: ignore[misc, valid-type]
+        """LMCache's fs connector with sealed chunk files and recorded hits (see the module docstring)."""
+
+        def __init__(self, loop: Any, local_cpu_backend: Any, config: Any) -> None:
+            # LMCache's loader passes no plugin name to a connector class: the fs connector then reads its
+            # base path under ours.
+            super().__init__(loop, local_cpu_backend, config, plugin_name=PLUGIN_NAME)
+            extra = getattr(config, "extra_config", None) or {}
+            self.verify = _flag(_option(extra, "verify", False))
+            interval = _option(extra, "hit_interval_s", None)
+            self.hit_recorder = l2_hits.HitRecorder(float(interval)) if interval is not None else None
+            self.rejections = Rejections()
+            if self.verify and not self.save_chunk_meta:
+                raise ValueError(
+                    f"{PLUGIN_NAME}: verify needs LMCache's chunk header (extra_config save_chunk_meta "
+                    "true, LMCache's default): the checksum covers the header that says how long the KV is"
+                )
+            if self.verify and getattr(self, "use_odirect", False):
+                log.warning(
+                    "%s: verify reads and writes through the page cache; O_DIRECT is off", PLUGIN_NAME
+                )
+                self.use_odirect = False
+
+        async def get(self, key: Any) -> Any:
+            if self.verify:
+                memory_obj = await self.loop.run_in_executor(None, self._get_verified, key)
+            else:
+                memory_obj = await super().get(key)
+            if memory_obj is not None and self.hit_recorder is not None:
+                # touched off the request path; hit() logs its own failures
+                self.loop.run_in_executor(None, self.hit_recorder.hit, str(self._get_file_path(key)))
+            return memory_obj
+
+        def _get_verified(self, key: Any) -> Any:
+            path = self._get_file_path(key)
+
+            def declared(header: bytes) -> int:
+                try:
+                    return int(RemoteMetadata.deserialize(header).length)
+                except Exception as error:  # an unknown dtype or format code: bytes changed
+                    raise ValueError(str(error)) from error
+
+            def allocate(header: bytes) -> Any:
+                meta = RemoteMetadata.deserialize(header)
+                return self.local_cpu_backend.allocate(meta.shapes, meta.dtypes, meta.fmt)
+
+            try:
+                memory_obj, why = read_sealed(
+                    path, key.to_string(), self.remote_metadata_bytes, declared, allocate
+                )
+            except FileNotFoundError:  # evicted or never written: a plain miss
+                return None
+            except Exception as error:  # an unreadable file or header: a miss, as LMCache's own read
+                log.error("L2 chunk %s unreadable, served as a miss: %s", path, error)
+                return None
+            if why is not None:
+                self.rejections.add(why)
+                log.error(
+                    "L2 chunk %s failed verification (%s), served as a miss and removed; rejected so far: %s",
+                    path,
+                    why,
+                    dict(self.rejections.counts),
+                )
+                try:
+                    os.remove(path)
+                except OSError as error:
+                    log.warning("could not remove rejected L2 chunk %s: %s", path, error)
+            return memory_obj
+
+        async def put(self, key: Any, memory_obj: Any) -> None:
+            if not self.verify:
+                await super().put(key, memory_obj)
+                return
+            final, temp = self._get_file_and_tmp_path(key)
+            buffer = memory_obj.byte_array
+            header = RemoteMetadata(
+                len(buffer), memory_obj.get_shapes(), memory_obj.get_dtypes(), memory_obj.get_memory_format()
+            ).serialize()
+            try:
+                await self.loop.run_in_executor(
+                    None, write_sealed, final, temp, key.to_string(), header, buffer
+                )
+            except Exception as error:
+                log.error("Failed to write file %s: %s", final, error)
+                raise
+
+    return KvtierFSConnector
+
+
+def __getattr__(name: str) -> Any:
+    if name == CLASS_NAME:
+        cls = _build_connector_class()
+        globals()[CLASS_NAME] = cls
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
