@@ -109,6 +109,16 @@ def test_helm_tests_crosspod_check_passes_on_the_rendered_engines(
     assert outcome["b"]["external_hit_tokens"] >= 1024
 
 
+def _answer_and_middle_chunk(tiered: tiers.TieredRig, prompt: str) -> tuple[dict[str, Any], Path]:
+    """Replica 0's answer to a fresh `prompt`, once its chunks are in L2, and the middle one of them."""
+    before = set(tiered.chunk_files())
+    first = kvcheck.stream_completion(tiered.started[0].url, engine_rig.MODEL_NAME, prompt, max_tokens=8)
+    tokens = tiers.prompt_tokens(tiered.started[0].url, prompt)
+    tiered.wait_for_chunks(len(before) + tokens // tiered.chunk_size)
+    written = sorted((p for p in tiered.chunk_files() if p not in before), key=lambda p: p.stat().st_mtime_ns)
+    return first, written[len(written) // 2]
+
+
 def test_a_broken_chunk_file_is_recomputed_not_a_failed_request(
     measured: dict[str, Any], tiered: tiers.TieredRig
 ) -> None:
@@ -116,12 +126,7 @@ def test_a_broken_chunk_file_is_recomputed_not_a_failed_request(
     chunks, one of them cannot be read, and the request is still served with replica 0's output."""
     del measured
     prompt = kvcheck.long_prompt(1500)
-    before = set(tiered.chunk_files())
-    first = kvcheck.stream_completion(tiered.started[0].url, engine_rig.MODEL_NAME, prompt, max_tokens=8)
-    tokens = tiers.prompt_tokens(tiered.started[0].url, prompt)
-    tiered.wait_for_chunks(len(before) + tokens // tiered.chunk_size)
-    written = sorted((p for p in tiered.chunk_files() if p not in before), key=lambda p: p.stat().st_mtime_ns)
-    broken = written[len(written) // 2]
+    first, broken = _answer_and_middle_chunk(tiered, prompt)
     broken.write_bytes(broken.read_bytes()[:1000])  # a torn chunk in the middle of the prompt
     second = kvcheck.stream_completion(tiered.started[1].url, engine_rig.MODEL_NAME, prompt, max_tokens=8)
     assert second["text"] == first["text"], "the recomputed answer differs from the first replica's"
@@ -138,12 +143,7 @@ def test_a_chunk_changed_in_place_is_a_miss_and_the_next_store_heals_it(
     file under the same name."""
     del measured
     prompt = kvcheck.long_prompt(1500) + " changed in place"
-    before = set(tiered.chunk_files())
-    first = kvcheck.stream_completion(tiered.started[0].url, engine_rig.MODEL_NAME, prompt, max_tokens=8)
-    tokens = tiers.prompt_tokens(tiered.started[0].url, prompt)
-    tiered.wait_for_chunks(len(before) + tokens // tiered.chunk_size)
-    written = sorted((p for p in tiered.chunk_files() if p not in before), key=lambda p: p.stat().st_mtime_ns)
-    changed = written[len(written) // 2]
+    first, changed = _answer_and_middle_chunk(tiered, prompt)
     data = bytearray(changed.read_bytes())
     middle = len(data) // 2
     data[middle : middle + 64] = bytes(b ^ 0xFF for b in data[middle : middle + 64])

@@ -309,6 +309,23 @@ class Generator:
         self.output(case)
         return case
 
+    def soak(self) -> Case:
+        case = Case(["soak", "--out", str(self.inputs.root / "soak-out")], {"--rig"})  # the flag it asks for
+        values = {
+            "--faults": ["none", "kill-engine,evict", "meteor", "", ",", "none,,l2-gone"],
+            "--requests": NUMBERS, "--qps": NUMBERS, "--replicas": NUMBERS, "--seed": NUMBERS,
+        }  # fmt: skip
+        for flag, choices in values.items():
+            if self.maybe(0.2):
+                case.add(flag, self.pick(choices))
+        if self.maybe(0.1):
+            case.add("--no-integrity")
+        # --rig only with a value it refuses before anything starts: it would start vLLM replicas
+        if self.maybe(0.2):
+            case.add("--rig", self.pick(["--requests", "--replicas"]), self.pick(["0", "-1", "1001", "x"]))
+        self.output(case)
+        return case
+
     def cluster(self) -> Case:
         action = self.pick(["up", "down", "status", "exec"])
         case = Case(["cluster", action], {str(self.inputs.root / "cache")})  # $KVTIER_CACHE
@@ -381,6 +398,7 @@ class Generator:
 COMMANDS: dict[str, Callable[[Generator], Case]] = {
     "validate": Generator.validate,
     "plan": Generator.plan,
+    "soak": Generator.soak,
     "preflight": Generator.preflight,
     "smoke": Generator.smoke,
     "bench": Generator.bench,

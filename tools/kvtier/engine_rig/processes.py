@@ -67,7 +67,9 @@ def free_port() -> int:
 
 
 def _guard() -> list[str]:
-    """Wrap a command so it gets SIGTERM if this process dies without stopping it (no orphans)."""
+    """Wrap a command so it gets SIGTERM if this process dies without stopping it (no orphans). Linux sends
+    the parent-death signal when the *thread* that started the child exits: start a process that must live
+    on from a thread that outlives it (the soak restarts replicas from one long-lived thread)."""
     setpriv = shutil.which("setpriv")
     return [setpriv, "--pdeathsig", "TERM"] if setpriv else []
 

@@ -14,11 +14,12 @@ import json
 import os
 import random
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kvtier import waiting
 from kvtier.engine_rig import rendered
 from kvtier.engine_rig.errors import RigError
 from kvtier.load import workload
@@ -30,6 +31,8 @@ CLIENT_TIMEOUT_S = 1800.0
 # every run) must share PYTHONHASHSEED or "the same" prefix differs between them.
 CLIENT_ENV = {"PYTHONHASHSEED": "0", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}  # a local tokenizer: never ask the Hub
+# A request unanswered after this long fails (vllm bench serve would wait six hours: engine_rig/vllm_cli.py).
+REQUEST_TIMEOUT_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,7 @@ class Point:
 
 def client_argv(
     python: Path, url: str, target: Target, trace: Path, count: int, multiplier: float, mix: workload.Mix,
-    result: Path,
+    result: Path, max_concurrency: int | None = None,
 ) -> list[str]:  # fmt: skip
     argv = [
         str(python), str(rendered.VLLM_CLI), "bench", "serve",
@@ -65,11 +68,16 @@ def client_argv(
         "--percentile-metrics", "ttft,itl,e2el", "--metric-percentiles", ",".join(map(str, PERCENTILES)),
         # Readiness is checked before the point; vLLM's check would send the first prompt early and warm it.
         "--ready-check-timeout-sec", "0", "--num-warmups", "0", "--disable-tqdm", "--seed", str(mix.seed),
+        # Greedy: vllm bench serve leaves the temperature to the server unless told; a run is then
+        # reproducible, and the soak can hold every answer to its reference.
+        "--temperature", "0",
         "--save-result", "--save-detailed",
         "--result-dir", str(result.parent), "--result-filename", result.name,
     ]  # fmt: skip
     for name, value in target.headers.items():
         argv += ["--header", f"{name}={value}"]
+    if max_concurrency is not None:
+        argv += ["--max-concurrency", str(max_concurrency)]
     return argv
 
 
@@ -82,8 +90,21 @@ def split(requests: list[workload.Request], parts: int, seed: int) -> list[list[
     return shares
 
 
+SCRAPE_PATIENCE_S = 15.0  # an engine just restarted (the soak) may drop a connection or two first
+
+
 def scrape(urls: Sequence[str]) -> list[dict[str, float]]:
-    return [kvcheck.read_metrics(kvcheck.metrics_url(url)) for url in urls]
+    def one(url: str) -> dict[str, float]:
+        return waiting.wait_until(  # a 1-tuple: an empty page is an answer too
+            lambda: (kvcheck.read_metrics(kvcheck.metrics_url(url)),),
+            deadline=waiting.deadline_in(SCRAPE_PATIENCE_S),
+            fail=lambda last: RigError(
+                f"{url}/metrics did not answer within {SCRAPE_PATIENCE_S:.0f} s{last}"
+            ),
+            tolerate=(kvcheck.CheckError,),
+        )[0]
+
+    return [one(url) for url in urls]
 
 
 def tier_totals(deltas: list[dict[str, Any]]) -> dict[str, float]:
@@ -98,9 +119,13 @@ def tier_totals(deltas: list[dict[str, Any]]) -> dict[str, float]:
 
 def run_point(
     python: Path, target: Target, requests: list[workload.Request], mix: workload.Mix, qps: float,
-    work_dir: Path, split_seed: int = 0,
+    work_dir: Path, split_seed: int = 0, max_concurrency: int | None = None,
+    settle: Callable[[], None] = lambda: None, request_timeout_s: float = REQUEST_TIMEOUT_S,
 ) -> Point:  # fmt: skip
-    """Replay `requests` at `qps` (the trace time-scaled) through every router replica at once."""
+    """Replay `requests` at `qps` (the trace time-scaled) through every router replica at once; at most
+    `max_concurrency` in flight per client when given (the soak's one-at-a-time reference pass).
+    `settle()` runs after the clients and before the engines' counters are read again (the soak ends its
+    fault there, so a killed engine is back to be read)."""
     multiplier = workload.arrival_rate(requests) / qps
     point_dir = work_dir / f"qps-{qps:g}"
     point_dir.mkdir(parents=True, exist_ok=True)
@@ -113,9 +138,10 @@ def run_point(
             continue
         trace = workload.write_trace(share, point_dir / f"trace-{index}.jsonl", offset=origin)
         result = point_dir / f"result-{index}.json"
-        argv = client_argv(python, url, target, trace, len(share), multiplier, mix, result)
+        argv = client_argv(python, url, target, trace, len(share), multiplier, mix, result, max_concurrency)
         log = (point_dir / f"client-{index}.log").open("w")
         env = {**os.environ, **CLIENT_ENV, **(OFFLINE_ENV if target.offline else {})}
+        env["KVTIER_REQUEST_TIMEOUT_S"] = str(request_timeout_s)
         process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
         clients.append((index, url, share, result, process, log))
     records: list[dict[str, Any]] = []
@@ -139,6 +165,7 @@ def run_point(
                 process.kill()
                 process.wait()
             log.close()
+    settle()
     after = scrape(target.engine_urls)
     deltas = [kvcheck.tier_deltas(old, new) for old, new in zip(before, after, strict=True)]
     records.sort(key=lambda r: r["timestamp"])
@@ -162,6 +189,10 @@ def _records(share: list[workload.Request], data: dict[str, Any], router: int) -
             "itl_s": list(data["itls"][i] or []),
             "latency_s": data["latencies"][i],
             "output_tokens": data["output_lens"][i],
+            "text": (data.get("generated_texts") or [None] * len(share))[i],
+            # when the client sent it: its time.perf_counter(), CLOCK_MONOTONIC on Linux, the same clock
+            # as time.monotonic() in this process (the soak places faults on it)
+            "sent_s": (data.get("start_times") or [None] * len(share))[i],
         }
         for i, (request, error) in enumerate(zip(share, errors, strict=True))
     ]

@@ -1,0 +1,45 @@
+"""The soak's short version: under load and faults, no wrong answer and no failure a dead engine does not
+explain (kvtier.load.soak, docs/reliability.md).
+
+Each prompt's reference is its greedy answer from a replica without any cache; two replicas of
+values/cpu.yaml's rendered container (integrity on, the chart's default) then serve the mix behind two
+round-robin routers while chunk files are changed in place under them, and while one replica is killed
+and restarted. benchmarks/soak_bench.py runs every fault, longer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvtier.engine_rig import rig as engine_rig
+from kvtier.engine_rig.errors import RigError
+from kvtier.load import experiment, soak, workload
+
+MIX = workload.Mix(
+    requests=14, system_prompts=2, mean_turns=2, document_share=0.1, seed=7,
+    max_prompt_tokens=experiment.RIG_MAX_PROMPT,
+)  # fmt: skip
+
+
+def test_no_wrong_answer_and_no_unexplained_failure_under_faults(
+    tmp_path_factory: pytest.TempPathFactory, need
+) -> None:
+    # A short folder: vLLM's ZMQ socket paths under it must fit sockaddr_un's 107 characters.
+    work = tmp_path_factory.mktemp("soak")
+    try:
+        engine_rig.engine_python()
+    except RigError as error:
+        need(False, f"engine rig unavailable: {error}")
+    timing = soak.Timing(at_s=1.0, interval_s=0.5)
+    rows = soak.run(["change-chunks", "kill-engine"], MIX, 3.0, Path(work), print, replicas=2, timing=timing)
+    print(soak.table(rows))
+    changed, killed = rows
+    assert not changed["fault_error"] and changed["files_damaged"] > 0, changed
+    assert not killed["fault_error"] and killed["recovered_s"] > 0, killed
+    for row in rows:
+        assert row["requests"] == MIX.requests, row
+        assert row["wrong"] == 0, f"answers differ from their references under {row['fault']}: {row}"
+        assert row["failed_otherwise"] == 0, f"failures no dead engine explains under {row['fault']}: {row}"
+    assert soak.clean(rows)
