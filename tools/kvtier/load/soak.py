@@ -133,16 +133,15 @@ def inject(name: str, rig: tier_rig.TieredRig, stop: threading.Event, timing: Ti
             assert rig.l2_dir is not None
             away = rig.l2_dir.with_name(rig.l2_dir.name + ".away")
             rig.l2_dir.rename(away)
-            stop.wait(timing.hold_s)
-            back = time.monotonic()
+            gone = time.monotonic()
+            stop.wait(timing.hold_s)  # or less, when the point ends first
             if rig.l2_dir.exists():  # an engine made it again meanwhile: keep both sets of files
                 for path in away.iterdir():
                     path.rename(rig.l2_dir / path.name)
                 away.rmdir()
             else:
                 away.rename(rig.l2_dir)
-            result.figures["away_s"] = timing.hold_s
-            result.figures["restored_at_s"] = round(back, 1)
+            result.figures["away_s"] = round(time.monotonic() - gone, 1)
         else:
             raise RigError(f"unknown fault {name!r}; expected one of {', '.join(FAULTS)}")
     except Exception as error:  # the row says the fault itself broke; the run goes on
@@ -234,7 +233,14 @@ def row(
         "failed_while_down": len(down),
         "failed_otherwise": len(failed) - len(down),
         "wrong": len(wrong),
-        "wrong_examples": [{"hash_ids": r["hash_ids"][:3], "text": r["text"]} for r in wrong[:3]],
+        "wrong_examples": [
+            {
+                "hash_ids": r["hash_ids"][:3],
+                "text": (r["text"] or "")[:200],
+                "reference": answers[tuple(r["hash_ids"])][:200],
+            }
+            for r in wrong[:3]
+        ],
         "errors": sorted({r["error"][:200] for r in failed})[:3],
         "rejected_chunks": rejected,
         "connector_hit_tokens": point.tiers.get("external_hit_tokens"),
