@@ -124,6 +124,15 @@ def test_a_cut_or_grown_file_is_refused(
     assert all(buffer.released for buffer in made)
 
 
+def test_a_cut_trailer_is_short_and_a_grown_file_a_mismatch(tmp_path: Path) -> None:
+    path = sealed(tmp_path, b"kv" * 100)
+    data = path.read_bytes()
+    path.write_bytes(data[:-5])
+    assert read(path)[:2] == (None, l2_integrity.SHORT)
+    path.write_bytes(data + b"x")
+    assert read(path)[:2] == (None, l2_integrity.MISMATCH)
+
+
 def test_a_file_written_without_integrity_is_unsealed(tmp_path: Path) -> None:
     path = tmp_path / "legacy.data"
     path.write_bytes(header_for(b"kv" * 100) + b"kv" * 100)  # what LMCache's own fs connector writes

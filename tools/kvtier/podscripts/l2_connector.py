@@ -85,7 +85,8 @@ def read_sealed(
         if rest == length:
             return None, l2_integrity.UNSEALED
         if rest != length + l2_integrity.TRAILER_BYTES:
-            return None, l2_integrity.SHORT if rest < length else l2_integrity.MISMATCH
+            cut = rest < length + l2_integrity.TRAILER_BYTES  # the KV or its trailer cut short
+            return None, l2_integrity.SHORT if cut else l2_integrity.MISMATCH
         memory_obj = allocate(header)
         if memory_obj is None:
             return None, None
