@@ -16,6 +16,7 @@ import pytest
 
 from harness.engine import invariants
 from kvtier.engine_rig import rendered, tiers
+from kvtier.podscripts import l2_integrity
 from kvtier.upstream import lmcache_key
 
 TINY = {"layers": 2, "kv_heads": 2, "head_size": 64}
@@ -30,7 +31,10 @@ def render_pod(work: Path, overlay: dict[str, Any], name: str, shape: dict[str, 
 
 @pytest.fixture(scope="module")
 def verdicts(work: Path) -> dict[str, dict[str, Any]]:
-    pod = render_pod(work, {}, "base", TINY)  # values/cpu.yaml exactly as a user installs it
+    # values/cpu.yaml as a user installs it, but for cache.l2.integrity: LMCache's own fs connector through
+    # remote_url, whose URL variants are tried below. The chart's L2 plugin is that connector with the same
+    # keys and file names (test_l2_tiers.py reads its files back by the key in their names).
+    pod = render_pod(work, {"cache": {"l2": {"integrity": False}}}, "base", TINY)
     base = {**pod.case, "tokens": TOKENS, "kv_seed": 1}
     (work / "alias").symlink_to(work / "l2")  # the same volume reached through another mount path
     url = f"fs://localhost:0{pod.l2_dir}/"
@@ -137,6 +141,7 @@ def test_chunk_files_match_the_planner_for_a_qwen2_7b_shaped_kv(work: Path) -> N
     files = sorted(pod.l2_dir.glob("*.data"))
     spec = capacity.known_model("Qwen/Qwen2-7B-Instruct")
     assert spec is not None and spec.kv_bytes_per_token(2) == 57_344  # ../shared/DESIGN.md section 4
-    assert {os.path.getsize(f) for f in files} == {57_344 * 256 + 28}, (
-        "planner bytes x chunk + 28-byte header"
-    )
+    # The chart's default seals each file (cache.l2.integrity): LMCache's 28-byte header, the KV, the trailer.
+    sealed = 57_344 * 256 + 28 + l2_integrity.TRAILER_BYTES
+    assert capacity.chunk_file_bytes(capacity.Deployment(spec, 2, 2)) == sealed
+    assert {os.path.getsize(f) for f in files} == {sealed}, "planner bytes x chunk + header + trailer"
