@@ -139,13 +139,18 @@ def _spec(args: argparse.Namespace) -> capacity.ModelSpec | None:
     return None
 
 
-def _timing(args: argparse.Namespace) -> capacity.Timing:
-    if args.chunk_size <= 0:
-        raise UserError(f"--chunk-size must be positive, got {args.chunk_size}")
-    for name in ("write_gib_s", "read_gib_s", "prefill_tps", "cold_ttft_ms"):
+def _positive(args: argparse.Namespace, *names: str) -> None:
+    """Each of these optional number flags, when given, must be positive and finite."""
+    for name in names:
         value = getattr(args, name)
         if value is not None and not 0 < value < float("inf"):
             raise UserError(f"--{name.replace('_', '-')} must be a positive number, got {value}")
+
+
+def _timing(args: argparse.Namespace) -> capacity.Timing:
+    if args.chunk_size <= 0:
+        raise UserError(f"--chunk-size must be positive, got {args.chunk_size}")
+    _positive(args, "write_gib_s", "read_gib_s", "prefill_tps", "cold_ttft_ms")
     timing = capacity.reference_timing(args.read_gib_s, args.write_gib_s)
     if args.request_overhead_ms is not None or args.hit_overhead_ms is not None:
         timing = capacity.Timing(
@@ -232,10 +237,7 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _scale_inputs(args: argparse.Namespace) -> tuple[scale.Hardware, scale.Mix]:
-    for flag in ("worker_disk_gib_s", "nic_gbps", "replica_qps"):
-        value = getattr(args, flag)
-        if value is not None and not 0 < value < float("inf"):
-            raise UserError(f"--{flag.replace('_', '-')} must be a positive number, got {value}")
+    _positive(args, "worker_disk_gib_s", "nic_gbps", "replica_qps")
     hardware = scale.Hardware(
         args.worker_disk_gib_s or DEFAULT_DISK_GIB_S,
         args.nic_gbps or DEFAULT_NIC_GBPS,

@@ -95,14 +95,14 @@ SCRAPE_PATIENCE_S = 15.0  # an engine just restarted (the soak) may drop a conne
 
 def scrape(urls: Sequence[str]) -> list[dict[str, float]]:
     def one(url: str) -> dict[str, float]:
-        return waiting.wait_until(  # a 1-tuple: an empty page is an answer too
-            lambda: (kvcheck.read_metrics(kvcheck.metrics_url(url)),),
+        return waiting.wait_until(  # read_metrics raises on a page without samples: an answer is truthy
+            lambda: kvcheck.read_metrics(kvcheck.metrics_url(url)),
             deadline=waiting.deadline_in(SCRAPE_PATIENCE_S),
             fail=lambda last: RigError(
                 f"{url}/metrics did not answer within {SCRAPE_PATIENCE_S:.0f} s{last}"
             ),
             tolerate=(kvcheck.CheckError,),
-        )[0]
+        )
 
     return [one(url) for url in urls]
 

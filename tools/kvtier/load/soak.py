@@ -43,6 +43,7 @@ from kvtier.podscripts import l2_evict
 REQUEST_TIMEOUT_S = 60.0
 REJECTED = "failed verification"  # the plugin's log words for a refused chunk (podscripts/l2_connector.py)
 FAULTS = ("none", "kill-engine", "change-chunks", "truncate-chunks", "delete-chunks", "evict", "l2-gone")
+NOTES = ("files_damaged", "eviction_runs", "away_s")  # a fault's own figures, shown beside its row
 
 
 @dataclass
@@ -61,10 +62,6 @@ class Timing:
     hold_s: float = 8.0  # how long the L2 namespace stays away
 
 
-def _chunks(rig: tier_rig.TieredRig) -> list[Path]:
-    return sorted(rig.chunk_files())
-
-
 def _every(stop: threading.Event, interval_s: float, action: Callable[[], None]) -> None:
     while not stop.wait(interval_s):
         action()
@@ -75,7 +72,7 @@ def _damage(
 ) -> None:
     """Damage one chunk file written during this point (its prompts' chunks, which its later requests
     read; an earlier point's chunks are never asked for again)."""
-    files = [p for p in _chunks(rig) if _written_since(p, since_ns)]
+    files = sorted(p for p in rig.chunk_files() if _written_since(p, since_ns))  # sorted: the seed decides
     if not files:
         return
     path = rng.choice(files)
@@ -290,7 +287,7 @@ def run(
 
 
 def line(r: dict[str, Any]) -> str:
-    extra = {k: v for k, v in r.items() if k in ("recovered_s", "files_damaged", "eviction_runs", "away_s")}
+    extra = {k: v for k, v in r.items() if k in ("recovered_s", *NOTES)}
     said = f" ({r['fault_error']})" if r["fault_error"] else ""
     return (
         f"{r['fault']}: {r['requests']} requests, {r['failed']} failed ({r['failed_while_down']} while an "
@@ -308,9 +305,7 @@ def table(rows: list[dict[str, Any]]) -> str:
     head = ("fault", "requests", "failed", "while down", "wrong", "refused chunks", "recovered s", "note")
     lines = [" | ".join(head), " | ".join("---" for _ in head)]
     for r in rows:
-        note = r["fault_error"] or ", ".join(
-            f"{k} {r[k]}" for k in ("files_damaged", "eviction_runs", "away_s") if k in r
-        )
+        note = r["fault_error"] or ", ".join(f"{k} {r[k]}" for k in NOTES if k in r)
         cells = (
             r["fault"], r["requests"], r["failed"], r["failed_while_down"], r["wrong"], r["rejected_chunks"],
             r.get("recovered_s", "-"), note,

@@ -122,6 +122,10 @@ class Demand:
             qps, source = None, "not prefill-bound (no token computed)"
         return cls(mix.prompt_tokens * mix.connector_share * bpt, computed * bpt, qps, source)
 
+    def fleet_qps(self, replicas: int) -> float:
+        """What `replicas` replicas can serve (unbounded when nothing bounds one replica)."""
+        return replicas * self.replica_qps if self.replica_qps is not None else math.inf
+
     def l2_saturation_qps(self, workers: int, hw: Hardware) -> float:
         """Fleet QPS at which the pool reaches TARGET_UTILIZATION of its disks or NICs."""
         disk = workers * hw.worker_disk_gib_s * GIB * TARGET_UTILIZATION
@@ -147,7 +151,7 @@ def rows(demand: Demand, hw: Hardware, replicas: list[int], workers: list[int]) 
     """One row per (replicas, workers): who saturates first, at what fleet QPS, and the workers to add."""
     out = []
     for r in replicas:
-        fleet = r * demand.replica_qps if demand.replica_qps is not None else math.inf
+        fleet = demand.fleet_qps(r)
         for w in workers:
             l2 = demand.l2_saturation_qps(w, hw)
             at = min(fleet, l2)
@@ -197,9 +201,13 @@ def build(
     replica_qps: float | None,
 ) -> dict[str, Any]:  # fmt: skip
     bpt = d.model.kv_bytes_per_token(d.kv_dtype_bytes)
+    worst = mix.worst_case()
+    measured = Demand.of(mix, bpt, timing, replica_qps)
     cases = {}
-    for name, m in (("measured", mix), ("worst", mix.worst_case())):
-        demand = Demand.of(m, bpt, timing, replica_qps)
+    for name, m, demand in (
+        ("measured", mix, measured),
+        ("worst", worst, Demand.of(worst, bpt, timing, replica_qps)),
+    ):
         table = rows(demand, hw, replicas, workers)
         cases[name] = {
             "mix": {**m.__dict__, "computed_share": m.computed_share},
@@ -210,8 +218,7 @@ def build(
             "rows": table,
         }
     largest = max(replicas)
-    measured = Demand.of(mix, bpt, timing, replica_qps)
-    fleet = largest * measured.replica_qps if measured.replica_qps is not None else math.inf
+    break_even = break_even_stream_gib_s(bpt, timing)
     return {
         "hardware": {
             "worker_disk_gib_s": hw.worker_disk_gib_s,
@@ -220,12 +227,11 @@ def build(
             "assumed": hw.assumed,
             "target_utilization": TARGET_UTILIZATION,
         },
-        "break_even_stream_gib_s": finite(break_even_stream_gib_s(bpt, timing)),
+        "break_even_stream_gib_s": finite(break_even),
         # concurrent L2 reads each pool size keeps at or above that rate (below it, recomputing is faster)
         "reads_above_break_even": {
-            w: math.floor(w * hw.worker_gib_s * TARGET_UTILIZATION / break_even_stream_gib_s(bpt, timing))
-            for w in workers
+            w: math.floor(w * hw.worker_gib_s * TARGET_UTILIZATION / break_even) for w in workers
         },
         "cases": cases,
-        "chunks": {"replicas": largest, "rows": chunk_rows(d, mix, fleet)},
+        "chunks": {"replicas": largest, "rows": chunk_rows(d, mix, measured.fleet_qps(largest))},
     }
