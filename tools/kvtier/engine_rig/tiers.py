@@ -40,6 +40,7 @@ SHM = Path("/dev/shm")
 # The rig's own engine settings (kvtier.engine_rig.rig): CPU block size, batch, eager mode, seed.
 RIG_ENGINE_ARGS = ("--block-size", "128", "--max-num-seqs", "4", "--enforce-eager", "--seed", "0")
 ALL_TIERS = "l0+l1+l2"
+SHARED_L2 = "l2"  # below work_dir: the one RWX volume every replica mounts
 NO_CACHE = "none"  # no tier at all, prefix caching off too: the soak's reference answers
 # The tier sets the load benchmark compares -> what each turns off in values/cpu.yaml (which has all three).
 TIER_SETS: dict[str, dict[str, Any]] = {
@@ -144,7 +145,7 @@ class TieredRig(processes.Rig):
     def _launch(self, index: int, log_name: str = "", port: int | None = None) -> processes.Process:
         assert self.engine is not None, "start() renders the engine first"
         models, pod = self.work_dir / "models", self.work_dir / f"pod-{index}"
-        shared_l2 = self.work_dir / "l2"  # the one RWX volume every replica mounts
+        shared_l2 = self.work_dir / SHARED_L2
         volumes = {"l2cache": shared_l2, "model": models, "cache": pod / "cache", "tmp": pod / "tmp"}
         for directory in volumes.values():
             directory.mkdir(parents=True, exist_ok=True)

@@ -14,6 +14,7 @@ import json
 import os
 import random
 import subprocess
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,8 @@ PERCENTILES = (50, 95, 99)
 CLIENT_TIMEOUT_S = 1800.0
 # vLLM builds each hash id's tokens from `hash(f"{id}:{size}")`: Python's string hash, so the clients (and
 # every run) must share PYTHONHASHSEED or "the same" prefix differs between them.
-CLIENT_ENV = {"PYTHONHASHSEED": "0", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+# PYTHONUNBUFFERED: a client's lines reach its log as printed (SENDING is waited for there).
+CLIENT_ENV = {"PYTHONHASHSEED": "0", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "PYTHONUNBUFFERED": "1"}
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}  # a local tokenizer: never ask the Hub
 # A request unanswered after this long fails (vllm bench serve would wait six hours: engine_rig/vllm_cli.py).
 REQUEST_TIMEOUT_S = 300.0
@@ -81,6 +83,20 @@ def client_argv(
     return argv
 
 
+SENDING = "Starting main benchmark run"  # vllm bench serve's line right before its first request
+SENDING_PATIENCE_S = 300.0
+
+
+def _wait_sending(logs: list[Path], processes: list[subprocess.Popen[bytes]]) -> None:
+    """Until a client's log says it starts sending, or a client has exited (a failed one's error is read
+    after, and the others are stopped then)."""
+    deadline = time.monotonic() + SENDING_PATIENCE_S
+    while time.monotonic() < deadline and all(p.poll() is None for p in processes):
+        if any(SENDING in log.read_text(errors="replace") for log in logs if log.exists()):
+            return
+        time.sleep(0.1)
+
+
 def split(requests: list[workload.Request], parts: int, seed: int) -> list[list[workload.Request]]:
     """Each request to one of `parts` router replicas at random, as a Service spreads connections."""
     rng = random.Random(seed)
@@ -121,11 +137,13 @@ def run_point(
     python: Path, target: Target, requests: list[workload.Request], mix: workload.Mix, qps: float,
     work_dir: Path, split_seed: int = 0, max_concurrency: int | None = None,
     settle: Callable[[], None] = lambda: None, request_timeout_s: float = REQUEST_TIMEOUT_S,
+    sending: Callable[[], None] = lambda: None,
 ) -> Point:  # fmt: skip
     """Replay `requests` at `qps` (the trace time-scaled) through every router replica at once; at most
     `max_concurrency` in flight per client when given (the soak's one-at-a-time reference pass).
-    `settle()` runs after the clients and before the engines' counters are read again (the soak ends its
-    fault there, so a killed engine is back to be read)."""
+    `sending()` runs once the first client starts sending (seconds after it starts: vLLM imports first;
+    the soak's faults count from there). `settle()` runs after the clients and before the engines'
+    counters are read again (the soak ends its fault there, so a killed engine is back to be read)."""
     multiplier = workload.arrival_rate(requests) / qps
     point_dir = work_dir / f"qps-{qps:g}"
     point_dir.mkdir(parents=True, exist_ok=True)
@@ -147,6 +165,8 @@ def run_point(
     records: list[dict[str, Any]] = []
     duration = 0.0
     try:
+        _wait_sending([point_dir / f"client-{c[0]}.log" for c in clients], [c[4] for c in clients])
+        sending()
         for index, url, share, result, process, log in clients:
             try:
                 code = process.wait(CLIENT_TIMEOUT_S)

@@ -8,8 +8,12 @@ render before the chart is changed.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvtier.engine_rig import processes, router_flags
@@ -56,18 +60,58 @@ def with_flags(flags: list[str], changes: list[str]) -> list[str]:
     return result
 
 
+@dataclass
+class RouterReplicas(processes.Rig):
+    """`replicas` router processes with `router_flags` (from flags(name), rendered once by the caller) in
+    front of `engine_urls`, each with its own state as the chart's router pods are; `urls` once started."""
+
+    name: str
+    router_flags: list[str]
+    engine_urls: Sequence[str]
+    replicas: int
+    work_dir: Path
+    started: list[processes.Process] = field(default_factory=list)
+    _ports: list[tuple[int, int]] = field(default_factory=list, init=False)  # (port, metrics port) by index
+
+    @property
+    def urls(self) -> list[str]:
+        return [process.url for process in self.started]
+
+    def start(self) -> None:
+        for index in range(self.replicas):
+            self.started.append(self._launch(index, processes.free_port(), processes.free_port()))
+        for process in self.started:
+            processes.wait_ready(process, "/health", timeout_s=120)
+
+    def kill_and_restart(self, index: int) -> processes.Process:
+        """SIGKILL router `index` and start it again on the same ports, as the kubelet restarts a container
+        (same pod address; its state, the prefix tree, starts empty); returned once healthy."""
+        old = self.started[index]
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(old.popen.pid, signal.SIGKILL)
+        old.popen.wait(30)
+        port, metrics_port = self._ports[index]
+        self.started[index] = self._launch(index, port, metrics_port, "-restarted")
+        processes.wait_ready(self.started[index], "/health", timeout_s=120)
+        return self.started[index]
+
+    def _launch(self, index: int, port: int, metrics_port: int, suffix: str = "") -> processes.Process:
+        if len(self._ports) <= index:
+            self._ports.append((port, metrics_port))
+        argv = engine_rig.router_argv(self.router_flags, list(self.engine_urls), port, metrics_port)
+        url = f"http://127.0.0.1:{port}"
+        return processes.start(f"router-{self.name}-{index}{suffix}", argv, {}, self.work_dir / "logs", url)
+
+    def stop(self) -> None:
+        for process in self.started:
+            processes.stop(process)
+        self.started.clear()
+
+
 @contextmanager
 def routers(
     name: str, router_flags: list[str], engine_urls: Sequence[str], replicas: int, work_dir: Path
 ) -> Iterator[list[str]]:
-    """`replicas` router processes with `router_flags` (from flags(name), rendered once by the caller) in
-    front of `engine_urls`, each with its own state (as the chart's router pods are); yields their URLs,
-    stops them after."""
-    with ExitStack() as stack:
-        urls = []
-        for index in range(replicas):
-            port = processes.free_port()
-            argv = engine_rig.router_argv(router_flags, list(engine_urls), port, processes.free_port())
-            started = engine_rig.running_router(argv, port, f"{name}-{index}", work_dir)
-            urls.append(stack.enter_context(started))
-        yield urls
+    """RouterReplicas' URLs for the length of the block; they are stopped after."""
+    with RouterReplicas(name, router_flags, engine_urls, replicas, work_dir) as started:
+        yield started.urls

@@ -39,7 +39,7 @@ def default_selector(release: str, component: str) -> str:
     return f"app.kubernetes.io/instance={release},app.kubernetes.io/component={component}"
 
 
-def _ready(pod: Any) -> bool:
+def is_ready(pod: Any) -> bool:
     conditions = (pod.status.conditions or []) if pod.status else []
     return pod.status.phase == "Running" and any(c.type == "Ready" and c.status == "True" for c in conditions)
 
@@ -111,7 +111,7 @@ def find(
     pods = api.list_namespaced_pod(namespace, label_selector=selector).items
     if not pods and optional:
         return []
-    ready = sorted((p for p in pods if _ready(p)), key=lambda p: p.metadata.name)
+    ready = sorted((p for p in pods if is_ready(p)), key=lambda p: p.metadata.name)
     if not ready:
         raise UserError(
             f"no Ready {what} pod in namespace {namespace} matches {selector!r} "
@@ -241,27 +241,46 @@ def cluster_flags_given(args: argparse.Namespace) -> list[str]:
     return ["--" + name.replace("_", "-") for name in given]
 
 
-def reach_from_args(args: argparse.Namespace, stack: ExitStack, every_pod: bool = False) -> Reached:
-    """Open the port-forwards the cluster options describe; they close with `stack`."""
-    from kubernetes import client
+@dataclass
+class Cluster:
+    """What the cluster options name: the kubeconfig's cluster and namespace, and the release's selectors."""
 
-    from kvtier.podscripts import kvcheck
+    kube: cliopts.Kube
+    selectors: Selectors
 
+    def api(self) -> Any:
+        """A new CoreV1Api (one per thread that streams: kubernetes.stream patches its client)."""
+        from kubernetes import client
+
+        return client.CoreV1Api(cliopts.api_client(self.kube))
+
+
+def cluster_from_args(args: argparse.Namespace) -> Cluster:
     kube = cliopts.resolve(args, instead=", or give --router-url and --replica-url (URL mode)")
-    api = client.CoreV1Api(cliopts.api_client(kube))
     selectors = Selectors.for_release(args.release)
     selectors.router = args.router_selector or selectors.router
     selectors.engine = args.engine_selector or selectors.engine
     if args.curvine_selector is not None:
         selectors.curvine = args.curvine_selector or None
+    return Cluster(kube, selectors)
+
+
+def reach_from_args(
+    args: argparse.Namespace, stack: ExitStack, every_pod: bool = False, cluster: Cluster | None = None
+) -> Reached:
+    """Open the port-forwards the cluster options describe; they close with `stack`."""
+    from kvtier.podscripts import kvcheck
+
+    cluster = cluster or cluster_from_args(args)
+    namespace = cluster.kube.namespace
     source = Path(kvcheck.__file__).read_text()
     try:
-        return stack.enter_context(reach(api, kube.namespace, selectors, source, every_pod))
+        return stack.enter_context(reach(cluster.api(), namespace, cluster.selectors, source, every_pod))
     except UserError:
         raise
     except Exception as error:  # API errors: server unreachable, forbidden, unknown namespace
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise UserError(
-            f"cannot reach release {args.release} in namespace {kube.namespace} "
-            f"(kubeconfig {kube.kubeconfig}, context {kube.context}): {first}"
+            f"cannot reach release {args.release} in namespace {namespace} "
+            f"(kubeconfig {cluster.kube.kubeconfig}, context {cluster.kube.context}): {first}"
         ) from None
