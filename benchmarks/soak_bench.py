@@ -1,17 +1,20 @@
 #!/usr/bin/env python3
 """The soak on the CPU rig: the load mix under each fault, every answer held to its reference.
 
-Each prompt's reference is its greedy answer from a replica with no cache (kvtier.load.soak); then three
-tiered replicas behind two round-robin routers serve the mix while one fault at a time is injected (a killed
-engine, chunks changed, cut or removed while they are read, the eviction job at aggressive watermarks, the
-L2 namespace gone). One row per fault: requests, failed (and how many were sent while an engine was down),
-wrong answers, chunks the integrity check refused, time to recover.
+Each prompt's reference is its greedy answer from a replica with no cache (kvtier.load.soak_rig); then
+three tiered replicas behind two round-robin routers serve the mix while one fault at a time is injected (a
+killed engine or router, chunks changed, cut or removed while they are read, the eviction job at aggressive
+watermarks, the L2 namespace gone, the L2 volume full or read-only). One row per fault: requests, failed
+(and how many were sent while a killed replica was down), wrong answers, chunks the integrity check refused,
+chunks lost that policy did not evict, time to recover. `l2-full` and `l2-read-only` mount a tmpfs for the
+L2 (root).
 
     .venv/bin/python benchmarks/soak_bench.py [--faults none,kill-engine,...] [--requests 40] [--qps 3]
         [--out DIR]
 
-About 5 minutes with the defaults on two cores (2026-12-04). Exit 1 when an answer was wrong or a request
-failed that no engine being down explains, 2 when the rig cannot start.
+About 8 minutes with the defaults on two cores (2026-12-04). Exit 1 when an answer was wrong, a chunk was
+lost, a fault could not be injected or a request failed that no killed replica explains; 2 when the rig
+cannot start.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import tempfile
 from pathlib import Path
 
 from kvtier.engine_rig.errors import RigError
-from kvtier.load import experiment, soak, workload
+from kvtier.load import experiment, soak, soak_rig, workload
 
 
 def main() -> int:
@@ -50,7 +53,7 @@ def main() -> int:
         # With --out the rig's folder (engine logs, each client's results) stays there for a post-mortem.
         kept = options.out and contextlib.nullcontext(str(options.out / "work"))
         with kept or tempfile.TemporaryDirectory(prefix="kvtier-soak-") as work:
-            rows = soak.run(
+            rows = soak_rig.run(
                 faults, mix, options.qps, Path(work), lambda line: print(line, file=sys.stderr),
                 integrity=not options.no_integrity,
             )  # fmt: skip

@@ -31,6 +31,7 @@ from kvtier.cluster.realnode import images, umbrella_cpu
 from kvtier.cluster.realnode import lifecycle as realnode
 from kvtier.engine_rig import rig as engine_rig
 from kvtier.engine_rig.errors import RigError
+from kvtier.load import experiment
 from kvtier.validate.inputs.merge import merge_layers
 
 UMBRELLA = paths.CHARTS / "kv-tiered-inference"
@@ -286,6 +287,62 @@ def test_rollback_restores_the_previous_revision(kube, installed: Install) -> No
     probe = deployment["spec"]["template"]["spec"]["containers"][0]["startupProbe"]
     assert probe["periodSeconds"] == 5  # values/cpu.yaml's again
     assert any(_ready(p) for p in _pods(kube, ns, "engine"))
+
+
+SOAK_FAULTS = ("change-chunks", "kill-engine", "l2-gone")
+
+
+def test_the_soak_against_the_release_serves_no_wrong_answer_under_pod_deletes_and_damaged_chunks(
+    kube, real_cluster, installed: Install, tmp_path: Path
+) -> None:
+    """`kvtier soak` as a user runs it against their release, from inside the cluster's network namespace:
+    references from the release one request at a time, then the mix through a port-forward per router pod
+    while chunk files are changed in an engine pod (exec), one engine pod is force-deleted until its
+    replacement is Ready, and the L2 namespace goes away and comes back. kill-router is refused on
+    port-forwards (asked for below), l2-full and l2-read-only on any release."""
+    ns = installed.namespace
+    umbrella_cpu.wait_ready(kube, ns, RELEASE)  # the rollback does not wait for the second engine
+    before = {p["metadata"]["name"] for p in _pods(kube, ns, "engine")}
+    kvtier = str(paths.ROOT / ".venv" / "bin" / "kvtier")
+    tokenizer = installed.prepared.volumes / "models" / engine_rig.MODEL_NAME
+    argv = [kvtier, "soak", "--kubeconfig", str(real_cluster.kubeconfig), "-n", ns, "--release", RELEASE]
+    argv += ["--qps", "2", "--max-prompt-tokens", str(experiment.RIG_MAX_PROMPT)]
+    argv += ["--tokenizer", str(tokenizer), "--out", str(tmp_path)]
+    refused = subprocess.run(
+        real_cluster.command([*argv, "--faults", "kill-router"]), capture_output=True, text=True, timeout=300
+    )
+    assert refused.returncode == 2 and "--router-url" in refused.stderr, refused.stderr[-2000:]
+    proc = subprocess.run(
+        real_cluster.command([*argv, "--faults", ",".join(SOAK_FAULTS), "--requests", "12", "-o", "json"]),
+        capture_output=True, text=True, timeout=1800,
+    )  # fmt: skip
+    assert proc.stdout.lstrip().startswith("["), f"exit {proc.returncode}\n{proc.stderr[-3000:]}"
+    rows = {row["fault"]: row for row in json.loads(proc.stdout)}
+    print(f"[umbrella] soak: {json.dumps(rows)}")
+    assert list(rows) == list(SOAK_FAULTS)
+    for row in rows.values():
+        assert not row["fault_error"] and row["requests"] == 12, row
+        assert row["wrong"] == 0 and row["chunks_lost"] == 0 and row["failed_otherwise"] == 0, row
+    assert rows["change-chunks"]["files_damaged"] > 0, rows["change-chunks"]
+    assert rows["kill-engine"]["recovered_s"] > 0 and rows["l2-gone"]["away_s"] > 0, rows
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    after = {p["metadata"]["name"] for p in _pods(kube, ns, "engine") if _ready(p)}
+    assert len(after) == len(before) and after != before, (before, after)  # one pod was replaced
+
+    # kill-router through the router's Service, as a client in the cluster reaches it (kube-proxy): the
+    # forced delete of values/cpu.yaml's one router replica fails what is sent until its replacement is
+    # Ready, and nothing else.
+    selector = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/component=router"
+    (service,) = json.loads(kube.kubectl("get", "svc", "-n", ns, "-l", selector, "-o", "json"))["items"]
+    port = next(p["port"] for p in service["spec"]["ports"] if p["name"] == "http")
+    url = f"http://{service['spec']['clusterIP']}:{port}"
+    routed = [*argv, "--faults", "none,kill-router", "--router-url", url, "--requests", "8", "-o", "json"]
+    proc = subprocess.run(real_cluster.command(routed), capture_output=True, text=True, timeout=900)
+    assert proc.stdout.lstrip().startswith("["), f"exit {proc.returncode}\n{proc.stderr[-3000:]}"
+    none, killed = json.loads(proc.stdout)
+    print(f"[umbrella] soak through the Service: {json.dumps(killed)}")
+    assert none["failed"] == 0 and not killed["fault_error"] and killed["recovered_s"] > 0, killed
+    assert killed["wrong"] == 0 and killed["failed_otherwise"] == 0, killed
 
 
 def test_uninstall_leaves_nothing_of_the_release_behind(kube, installed: Install) -> None:

@@ -12,7 +12,7 @@ Nothing is dialled but closed ports on 127.0.0.1, and nothing long starts: valid
 --no-build refuses at once) and never the default cluster name; lint gets only --helm values it refuses
 (a real lint runs Helm and may create a git ref); package always names a chart that does not exist
 (before anything is packaged or pushed); generate only with --check (without it, it writes the repo);
-bench --rig and load --rig only with a flag they refuse (they would start vLLM replicas); a load run's
+bench, load and soak --rig only with a flag they refuse (they would start vLLM replicas); a load run's
 router URLs are closed ports (it stops at their /health before any client starts); unittest-compare only on
 folders that are not charts (it would run helm-unittest).
 """
@@ -310,19 +310,30 @@ class Generator:
         return case
 
     def soak(self) -> Case:
-        case = Case(["soak", "--out", str(self.inputs.root / "soak-out")], {"--rig"})  # the flag it asks for
+        case = Case(["soak", "--out", str(self.inputs.root / "soak-out")])
         values = {
-            "--faults": ["none", "kill-engine,evict", "meteor", "", ",", "none,,l2-gone"],
-            "--requests": NUMBERS, "--qps": NUMBERS, "--replicas": NUMBERS, "--seed": NUMBERS,
+            "--faults": ["none", "kill-engine,evict", "meteor", "", ",", "none,,l2-gone", "l2-full"],
+            "--qps": NUMBERS, "--seed": NUMBERS,
         }  # fmt: skip
         for flag, choices in values.items():
             if self.maybe(0.2):
                 case.add(flag, self.pick(choices))
+        if self.maybe(0.3):  # --rig only with a value it refuses before anything starts: it starts vLLM
+            refused = {"--requests": ["0", "-1", "1001", "x"], "--replicas": ["0", "-1", "1001", "x"]}
+            refused["--max-prompt-tokens"] = ["0", "-1", "x"]
+            flag = self.pick(sorted(refused))
+            case.add("--rig", flag, self.pick(refused[flag]))
+            if self.maybe(0.2):
+                case.add(self.pick(["--router-url", "--reference-url"]), self.pick(URLS))
+            self.output(case)
+            return case
+        # Against a release: never a reachable one (closed ports, a kubeconfig that cannot be used).
+        self.urls_or_cluster(case, ["--router-url", "--reference-url"])
+        for flag in ("--requests", "--max-prompt-tokens"):
+            if self.maybe(0.15):
+                case.add(flag, self.pick(NUMBERS))
         if self.maybe(0.1):
-            case.add("--no-integrity")
-        # --rig only with a value it refuses before anything starts: it would start vLLM replicas
-        if self.maybe(0.2):
-            case.add("--rig", self.pick(["--requests", "--replicas"]), self.pick(["0", "-1", "1001", "x"]))
+            case.add(self.pick(["--no-integrity", "--replicas"]), *([] if self.maybe() else ["3"]))
         self.output(case)
         return case
 

@@ -1,65 +1,107 @@
 """The soak: the load benchmark's mix under faults, every answer held to its reference (docs/reliability.md).
 
-References: each prompt answered once, one at a time and greedy, by a replica with no cache at all (tier
-set `none`: prefix caching, L1 and L2 off), through vLLM's own `vllm bench serve`, as the load runs are.
-Then, on the tiered rig (replicas from values/cpu.yaml's rendered container on one L2, router replicas in
-front), each fault gets fresh prompts of the mix and a fault thread that starts `at_s` into the point:
+References: each prompt's greedy answer, computed before the faults (soak_rig: a replica with no cache at
+all; soak_release: a cacheless server the user names, or the release itself one request at a time). Then
+each fault gets fresh prompts of the mix, sent through the router replicas as the load benchmark sends
+them, and a fault thread that starts `at_s` into the point and acts on a Subject (the rig or a release):
 
 - `none`: nothing (the baseline: wrong answers here would mean the oracle is unsound);
-- `kill-engine`: SIGKILL one replica and restart it as the kubelet restarts a container (same address);
+- `kill-engine`, `kill-router`: one replica killed (SIGKILL, or a forced pod delete) and replaced;
 - `change-chunks`, `truncate-chunks`, `delete-chunks`: every `interval_s` a random chunk file of the
   point's own prompts is changed in place (64 bytes inverted, size kept), cut to half, or removed
-  (eviction racing its reader);
+  (eviction racing its reader; soak_pod.damage);
 - `evict`: the chart's eviction script at aggressive watermarks (down to nothing, no minimum age) in a loop;
-- `l2-gone`: the model's L2 namespace moved away for `hold_s`, then back.
+- `l2-gone`: the model's L2 namespace moved away for `hold_s`, then back;
+- `l2-full`, `l2-read-only`: the L2 volume filled to ENOSPC, or made read-only, for `hold_s`.
 
-Per fault: requests, failed (and, for a killed engine, how many were sent while it was down), answers that
-differ from their reference, chunks the plugin refused (its engine log lines), time to recover.
+Per fault: requests, failed (and how many of those were sent while a killed replica was down), answers
+that differ from their reference, chunks the plugin refused (its engine log lines), chunks lost that
+neither the eviction policy nor the fault itself removed (ChunkLedger), time to recover.
 """
 
 from __future__ import annotations
 
 import random
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from kvtier.engine_rig import rig as engine_rig
-from kvtier.engine_rig import tiers as tier_rig
 from kvtier.engine_rig.errors import RigError
-from kvtier.load import driver, routing, workload
-from kvtier.load.experiment import RIG_L0_BLOCKS, FreshPrompts
-from kvtier.podscripts import l2_evict
+from kvtier.load import driver, soak_pod, workload
+from kvtier.load.experiment import FreshPrompts
 
 # A request unanswered this long counts as failed: a soak request takes seconds on the rig, and one in
 # flight on a killed engine was seen never to be answered through the router.
 REQUEST_TIMEOUT_S = 60.0
 REJECTED = "failed verification"  # the plugin's log words for a refused chunk (podscripts/l2_connector.py)
-FAULTS = ("none", "kill-engine", "change-chunks", "truncate-chunks", "delete-chunks", "evict", "l2-gone")
-NOTES = ("files_damaged", "eviction_runs", "away_s")  # a fault's own figures, shown beside its row
+FAULTS = (
+    "none", "kill-engine", "change-chunks", "truncate-chunks", "delete-chunks", "evict", "kill-router",
+    "l2-gone", "l2-full", "l2-read-only",
+)  # fmt: skip
+VOLUME_FAULTS = {"l2-gone": "away_s", "l2-full": "full_s", "l2-read-only": "read_only_s"}  # -> its figure
+NOTES = ("files_damaged", "eviction_runs", *VOLUME_FAULTS.values())  # a fault's own figures, in its row
 
 
 @dataclass
 class Injection:
-    """What a fault thread did: its own figures, and when the engines were down (for failures)."""
+    """What a fault thread did: its own figures, when a killed replica was down (for failures), and which
+    chunk files it removed itself or had eviction runs remove (for lost chunks)."""
 
     figures: dict[str, Any] = field(default_factory=dict)
     down: list[tuple[float, float]] = field(default_factory=list)  # (from, to) in time.monotonic()
+    removed: set[str] = field(default_factory=set)  # chunk files the fault removed or damaged (by name)
+    evicting: list[tuple[float, float]] = field(default_factory=list)  # eviction runs, time.monotonic()
     error: str = ""
 
 
 @dataclass(frozen=True)
 class Timing:
-    at_s: float = 3.0  # when a fault starts, after the point's first request
+    at_s: float = 3.0  # when a fault starts, after the point's clients start sending
     interval_s: float = 1.0  # between chunk damages and eviction runs
-    hold_s: float = 8.0  # how long the L2 namespace stays away
+    hold_s: float = 8.0  # how long a volume fault holds (the namespace away, the L2 full or read-only)
+
+
+class Subject(Protocol):
+    """Where the faults land: the rig (soak_rig.RigSubject) or a release (soak_release.ReleaseSubject)."""
+
+    def unsupported(self, fault: str) -> str:
+        """Why `fault` cannot be injected here, or "" when it can."""
+
+    def clock_ns(self) -> int:
+        """Now, on the clock that stamps the L2's files."""
+
+    def kill_engine(self) -> None:
+        """Kill one engine replica and return once its replacement is ready."""
+
+    def kill_router(self) -> None:
+        """Kill one router replica and return once its replacement is ready."""
+
+    def damage(self, kind: str, rng: random.Random, since_ns: int, known: Sequence[str]) -> str | None:
+        """soak_pod.damage on one chunk file of this point; its name, or None."""
+
+    def evict(self) -> bool:
+        """One run of the chart's eviction script at watermarks 0 and no minimum age; False if it failed."""
+
+    def chunk_names(self) -> list[str]:
+        """The model namespace's final chunk files (ChunkLedger's samples)."""
+
+    def rejected(self) -> int:
+        """Chunks the engines' plugin refused so far (its log lines)."""
+
+    def volume_fault(self, fault: str) -> AbstractContextManager[None]:
+        """`l2-gone`, `l2-full` or `l2-read-only` for the length of the block."""
+
+
+def evicted(report: dict[str, Any]) -> bool:
+    """Whether an eviction run got as far as evicting (l2_evict's report), whatever its watermark verdict:
+    with writers racing it at watermark 0 it is seldom `ok`."""
+    return "evicted_files" in report
 
 
 def _every(stop: threading.Event, interval_s: float, action: Callable[[], None]) -> None:
@@ -68,77 +110,60 @@ def _every(stop: threading.Event, interval_s: float, action: Callable[[], None])
 
 
 def _damage(
-    kind: str, rig: tier_rig.TieredRig, rng: random.Random, done: dict[str, int], since_ns: int
+    subject: Subject, kind: str, rng: random.Random, since_ns: int, known: Sequence[str], result: Injection
 ) -> None:
-    """Damage one chunk file written during this point (its prompts' chunks, which its later requests
-    read; an earlier point's chunks are never asked for again)."""
-    files = sorted(p for p in rig.chunk_files() if _written_since(p, since_ns))  # sorted: the seed decides
-    if not files:
-        return
-    path = rng.choice(files)
-    try:
-        if kind == "delete-chunks":
-            path.unlink()
-        else:
-            data = bytearray(path.read_bytes())
-            if kind == "truncate-chunks":
-                data = data[: len(data) // 2]
-            else:
-                middle = len(data) // 2
-                data[middle : middle + 64] = bytes(b ^ 0xFF for b in data[middle : middle + 64])
-            path.write_bytes(bytes(data))
-    except FileNotFoundError:  # evicted or rejected meanwhile
-        return
-    done["files_damaged"] = done.get("files_damaged", 0) + 1
+    name = subject.damage(kind, rng, since_ns, known)
+    if name is not None:
+        result.removed.add(name)  # deleted, or refused and removed by the plugin when read
+        result.figures["files_damaged"] = result.figures.get("files_damaged", 0) + 1
 
 
-def _written_since(path: Path, since_ns: int) -> bool:
-    try:
-        return path.stat().st_mtime_ns >= since_ns
-    except FileNotFoundError:
-        return False
-
-
-def _evict(rig: tier_rig.TieredRig, done: dict[str, int]) -> None:
-    """One run of the eviction job's script as the CronJob runs it (its own process), evicting all it may."""
-    assert rig.l2_dir is not None
-    script = Path(l2_evict.__file__)
-    argv = [sys.executable, str(script), "--dir", str(rig.l2_dir.parent), "--high", "0", "--low", "0"]
-    proc = subprocess.run([*argv, "--min-age", "0"], capture_output=True, text=True, timeout=60)
+def _evict(subject: Subject, result: Injection) -> None:
+    started = time.monotonic()
+    ok = subject.evict()
+    result.evicting.append((started, time.monotonic()))
+    done = result.figures
     done["eviction_runs"] = done.get("eviction_runs", 0) + 1
-    done["eviction_failures"] = done.get("eviction_failures", 0) + (proc.returncode != 0)
+    done["eviction_failures"] = done.get("eviction_failures", 0) + (not ok)
 
 
-def inject(name: str, rig: tier_rig.TieredRig, stop: threading.Event, timing: Timing, seed: int) -> Injection:
-    """Run fault `name` against `rig` until `stop` is set (the point is over); never raises."""
+def _hold(
+    subject: Subject, fault: str, stop: threading.Event, hold_s: float, figures: dict[str, Any]
+) -> None:
+    """The volume fault for `hold_s` (or less, when the point ends first); notes how long it held."""
+    with subject.volume_fault(fault):
+        since = time.monotonic()
+        stop.wait(hold_s)
+        figures[VOLUME_FAULTS[fault]] = round(time.monotonic() - since, 1)
+
+
+def inject(
+    name: str, subject: Subject, stop: threading.Event, timing: Timing, seed: int, known: Sequence[str] = (),
+    sending: threading.Event | None = None,
+) -> Injection:  # fmt: skip
+    """Run fault `name` against `subject` from `at_s` after `sending` is set (the clients send) until
+    `stop` is set (the point is over); never raises. `known`: chunk files of the point's prompts written
+    before it (chunk damage aims at them too)."""
     result = Injection()
     rng = random.Random(seed)
-    point_started = time.time_ns()
     try:
+        point_started = subject.clock_ns()
+        while sending is not None and not sending.wait(0.1):
+            if stop.is_set():
+                return result
         if stop.wait(timing.at_s) or name == "none":
             return result
-        if name == "kill-engine":
+        if name in ("kill-engine", "kill-router"):
             down = time.monotonic()
-            rig.kill_and_restart(1)
+            subject.kill_engine() if name == "kill-engine" else subject.kill_router()
             result.down.append((down, time.monotonic()))
             result.figures["recovered_s"] = round(time.monotonic() - down, 1)
-        elif name in ("change-chunks", "truncate-chunks", "delete-chunks"):
-            _every(stop, timing.interval_s, lambda: _damage(name, rig, rng, result.figures, point_started))
+        elif name in soak_pod.DAMAGES:
+            _every(stop, timing.interval_s, lambda: _damage(subject, name, rng, point_started, known, result))
         elif name == "evict":
-            _every(stop, timing.interval_s, lambda: _evict(rig, result.figures))
-        elif name == "l2-gone":
-            assert rig.l2_dir is not None
-            away = rig.l2_dir.with_name(rig.l2_dir.name + ".away")
-            rig.l2_dir.rename(away)
-            gone = time.monotonic()
-            stop.wait(timing.hold_s)  # or less, when the point ends first
-            if rig.l2_dir.exists():  # an engine made it again meanwhile: keep both sets of files
-                for path in away.iterdir():
-                    path.rename(rig.l2_dir / path.name)
-                away.rmdir()
-            else:
-                away.rename(rig.l2_dir)
-            result.figures["away_s"] = round(time.monotonic() - gone, 1)
+            _every(stop, timing.interval_s, lambda: _evict(subject, result))
+        elif name in VOLUME_FAULTS:
+            _hold(subject, name, stop, timing.hold_s, result.figures)
         else:
             raise RigError(f"unknown fault {name!r}; expected one of {', '.join(FAULTS)}")
     except Exception as error:  # the row says the fault itself broke; the run goes on
@@ -155,11 +180,12 @@ class FaultThread:
     parent-death signal follows the thread; engine_rig/processes.py)."""
 
     def __init__(
-        self, name: str, rig: tier_rig.TieredRig, timing: Timing, seed: int, runner: ThreadPoolExecutor
+        self, planned: Planned, subject: Subject, timing: Timing, seed: int, runner: ThreadPoolExecutor
     ) -> None:
         self.stop = threading.Event()
+        self.sending = threading.Event()  # set by the driver once the clients send
         self.injection = Injection()
-        self._args = (name, rig, self.stop, timing, seed)
+        self._args = (planned.fault, subject, self.stop, timing, seed, planned.known, self.sending)
         self._runner = runner
         self._future: Future[Injection] | None = None
 
@@ -174,9 +200,9 @@ class FaultThread:
 
 @contextmanager
 def fault_thread(
-    name: str, rig: tier_rig.TieredRig, timing: Timing, seed: int, runner: ThreadPoolExecutor
+    planned: Planned, subject: Subject, timing: Timing, seed: int, runner: ThreadPoolExecutor
 ) -> Iterator[FaultThread]:
-    fault = FaultThread(name, rig, timing, seed, runner)
+    fault = FaultThread(planned, subject, timing, seed, runner)
     fault.start()
     try:
         yield fault
@@ -184,35 +210,76 @@ def fault_thread(
         fault.finish()
 
 
-def references(
-    requests: list[workload.Request], mix: workload.Mix, work_dir: Path, log: Callable[[str], None]
-) -> dict[tuple[int, ...], str]:
-    """Each prompt's greedy answer from a replica with no cache, one request at a time."""
-    with tier_rig.TieredRig(work_dir, replicas=1, tiers=tier_rig.NO_CACHE, log=log) as reference:
-        url = reference.started[0].url
-        tokenizer = str(work_dir / "models" / engine_rig.MODEL_NAME)
-        target = driver.Target([url], engine_rig.MODEL_NAME, tokenizer, [url], offline=True)
-        # All at once on the trace's clock, one in flight at a time: a batch of one, in a minute or so.
-        point = driver.run_point(
-            engine_rig.engine_python(), target, requests, mix, 1000.0, work_dir / "run", max_concurrency=1
+class ChunkLedger:
+    """Final chunk files that vanished during a point, sampled every `interval_s` from entry to exit (a file
+    written and removed between two samples is not seen). lost() names those still gone at exit that the
+    fault did not remove or damage itself and that no eviction run could have removed (its run overlapped
+    the interval the file vanished in): chunks lost that policy did not evict."""
+
+    def __init__(self, list_names: Callable[[], list[str]], interval_s: float = 0.25) -> None:
+        self._list = list_names
+        self._interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample_until_stopped, name="soak-ledger", daemon=True)
+        self.present: set[str] = set()
+        self.gone: dict[str, tuple[float, float]] = {}  # name -> (last seen, first missed), time.monotonic()
+        self.skipped = 0  # samples that could not be taken
+        self._sampled = time.monotonic()
+
+    def sample(self) -> None:
+        names = set(self._list())
+        now = time.monotonic()
+        for name in self.present - names:
+            self.gone[name] = (self._sampled, now)
+        for name in names:
+            self.gone.pop(name, None)  # back (healed, or its namespace returned)
+        self.present, self._sampled = names, now
+
+    def _sample_until_stopped(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            try:
+                self.sample()
+            except Exception:  # no Ready engine pod to list through (a release of one, killed): skip it
+                self.skipped += 1
+
+    def __enter__(self) -> ChunkLedger:
+        self.sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sample()
+
+    def lost(self, injection: Injection) -> list[str]:
+        def evictable(vanished: tuple[float, float]) -> bool:
+            return any(start <= vanished[1] and vanished[0] <= end for start, end in injection.evicting)
+
+        return sorted(
+            name
+            for name, vanished in self.gone.items()
+            if name not in injection.removed and not evictable(vanished)
         )
-    failed = [r for r in point.records if not r["ok"]]
-    if failed:
-        raise RigError(f"the reference replica failed {len(failed)} request(s): {failed[0]['error']}")
-    return {tuple(r["hash_ids"]): r["text"] for r in point.records}
-
-
-def _rejected(rig: tier_rig.TieredRig) -> int:
-    logs = (rig.work_dir / "logs").glob("*.log")
-    return sum(path.read_text(errors="replace").count(REJECTED) for path in logs)
 
 
 # A request sent this long before an engine went down may still have been in flight on it.
 IN_FLIGHT_S = 30.0
 
 
+def _last_line(error: str) -> str:
+    """A client's error as its last line: vllm bench serve records a whole traceback, whose end says it."""
+    lines = [line.strip() for line in (error or "").splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
 def row(
-    fault: str, point: driver.Point, answers: dict[tuple[int, ...], str], injection: Injection, rejected: int
+    fault: str,
+    point: driver.Point,
+    answers: dict[tuple[int, ...], str],
+    injection: Injection,
+    rejected: int,
+    lost: Sequence[str] = (),
 ) -> dict[str, Any]:
     """One table row: what failed, when, and which answers differ from their reference."""
 
@@ -238,51 +305,76 @@ def row(
             }
             for r in wrong[:3]
         ],
-        "errors": sorted({r["error"][:200] for r in failed})[:3],
+        "errors": sorted({_last_line(r["error"])[:200] for r in failed})[:3],
         "rejected_chunks": rejected,
+        "chunks_lost": len(lost),
+        "lost_examples": list(lost[:3]),
         "connector_hit_tokens": point.tiers.get("external_hit_tokens"),
         "fault_error": injection.error,
         **injection.figures,
     }
 
 
-def run(
-    faults: list[str], mix: workload.Mix, qps: float, work_dir: Path, log: Callable[[str], None],
-    replicas: int = 3, router_replicas: int = 2, timing: Timing = Timing(), integrity: bool = True,
-) -> list[dict[str, Any]]:  # fmt: skip
-    """One row per fault, in order, on one rig (a fault's damage is the next fault's starting L2);
-    `integrity` False turns the chart's sealed chunk files off, to show what the check is there for."""
+@dataclass
+class Planned:
+    """One point of a soak: its fault, fresh prompts of the mix, and chunk files known to be theirs."""
+
+    fault: str
+    mix: workload.Mix
+    requests: list[workload.Request]
+    known: list[str] = field(default_factory=list)  # written before the point (a release's reference pass)
+
+
+def check_faults(faults: Sequence[str]) -> None:
     unknown = [f for f in faults if f not in FAULTS]
     if unknown:
         raise RigError(f"unknown fault {unknown[0]!r}; expected one of {', '.join(FAULTS)}")
-    prompts = FreshPrompts(mix)
-    plan = [(fault, *prompts.take()) for fault in faults]
-    everything = [request for _, _, requests in plan for request in requests]
-    log(f"references: {len(everything)} prompts, one at a time on a replica without cache")
-    answers = references(everything, mix, work_dir / "reference", log)
+
+
+def plan(faults: Sequence[str], prompts: FreshPrompts) -> list[Planned]:
+    """Fresh prompts of the mix for each fault: no point reads what an earlier one wrote."""
+    return [Planned(fault, *prompts.take()) for fault in faults]
+
+
+def reference_answers(
+    target: driver.Target, requests: list[workload.Request], mix: workload.Mix, work_dir: Path
+) -> dict[tuple[int, ...], str]:
+    """Each prompt's greedy answer from `target`, one request at a time (a batch of one)."""
+    point = driver.run_point(
+        engine_rig.engine_python(), target, requests, mix, 1000.0, work_dir, max_concurrency=1,
+        request_timeout_s=REQUEST_TIMEOUT_S,
+    )  # fmt: skip
+    failed = [r for r in point.records if not r["ok"]]
+    if failed:
+        raise RigError(f"the reference server failed {len(failed)} request(s): {failed[0]['error']}")
+    return {tuple(r["hash_ids"]): r["text"] for r in point.records}
+
+
+def points(
+    subject: Subject, target: driver.Target, plan: list[Planned],
+    answers: dict[tuple[int, ...], str], qps: float, work_dir: Path, log: Callable[[str], None],
+    runner: ThreadPoolExecutor, timing: Timing = Timing(), ledger_interval_s: float = 0.25,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """One row per point of `plan`, in order, on one `subject` (a fault's damage is the next fault's
+    starting L2); faults run on `runner`'s one thread (FaultThread)."""
     rows = []
-    flags, _source = routing.flags("roundrobin")
-    engine_args = ("--num-gpu-blocks-override", str(RIG_L0_BLOCKS))
-    rig_dir = work_dir / "rig"
-    with (
-        ThreadPoolExecutor(max_workers=1, thread_name_prefix="soak-faults") as runner,  # outlives the rig
-        tier_rig.TieredRig(
-            rig_dir, replicas=replicas, engine_args=engine_args, integrity=integrity, log=log
-        ) as rig,
-    ):
-        engines = [p.url for p in rig.started]
-        tokenizer = str(rig_dir / "models" / engine_rig.MODEL_NAME)
-        with routing.routers("roundrobin", flags, engines, router_replicas, rig_dir) as urls:
-            target = driver.Target(urls, engine_rig.MODEL_NAME, tokenizer, engines, offline=True)
-            for index, (fault, point_mix, requests) in enumerate(plan):
-                before = _rejected(rig)
-                with fault_thread(fault, rig, timing, mix.seed + index, runner) as thread:
-                    point = driver.run_point(
-                        engine_rig.engine_python(), target, requests, point_mix, qps, rig_dir / fault,
-                        settle=thread.finish, request_timeout_s=REQUEST_TIMEOUT_S,
-                    )  # fmt: skip
-                rows.append(row(fault, point, answers, thread.injection, _rejected(rig) - before))
-                log(line(rows[-1]))
+    for index, planned in enumerate(plan):
+        before = subject.rejected()
+        with (
+            ChunkLedger(subject.chunk_names, ledger_interval_s) as ledger,
+            fault_thread(planned, subject, timing, planned.mix.seed + index, runner) as thread,
+        ):
+            point = driver.run_point(
+                engine_rig.engine_python(), target, planned.requests, planned.mix, qps,
+                work_dir / f"{index}-{planned.fault}", settle=thread.finish, sending=thread.sending.set,
+                request_timeout_s=REQUEST_TIMEOUT_S,
+            )  # fmt: skip
+        injection = thread.injection
+        refused = max(0, subject.rejected() - before)  # a killed pod's log is gone with it
+        rows.append(row(planned.fault, point, answers, injection, refused, ledger.lost(injection)))
+        if ledger.skipped:  # fewer listings: a chunk lost meanwhile may have gone unseen
+            rows[-1]["ledger_skipped"] = ledger.skipped
+        log(line(rows[-1]))
     return rows
 
 
@@ -290,25 +382,33 @@ def line(r: dict[str, Any]) -> str:
     extra = {k: v for k, v in r.items() if k in ("recovered_s", *NOTES)}
     said = f" ({r['fault_error']})" if r["fault_error"] else ""
     return (
-        f"{r['fault']}: {r['requests']} requests, {r['failed']} failed ({r['failed_while_down']} while an "
-        f"engine was down), {r['wrong']} wrong answers, {r['rejected_chunks']} chunks refused {extra}{said}"
+        f"{r['fault']}: {r['requests']} requests, {r['failed']} failed ({r['failed_while_down']} while a "
+        f"replica was down), {r['wrong']} wrong answers, {r['rejected_chunks']} chunks refused, "
+        f"{r['chunks_lost']} lost {extra}{said}"
     )
 
 
 def clean(rows: list[dict[str, Any]]) -> bool:
-    """No wrong answer, and no failed request that an engine being down does not explain."""
-    return all(r["wrong"] == 0 and r["failed_otherwise"] == 0 for r in rows)
+    """Every fault injected; no wrong answer, no chunk lost that policy did not evict, and no failed request
+    that a replica being down does not explain."""
+    return all(
+        not r["fault_error"] and r["wrong"] == 0 and r["chunks_lost"] == 0 and r["failed_otherwise"] == 0
+        for r in rows
+    )
 
 
 def table(rows: list[dict[str, Any]]) -> str:
     """The soak's table, as plain text (a benchmark's output and the docs' tables)."""
-    head = ("fault", "requests", "failed", "while down", "wrong", "refused chunks", "recovered s", "note")
+    head = (
+        "fault", "requests", "failed", "while down", "wrong", "refused chunks", "lost chunks", "recovered s",
+        "note",
+    )  # fmt: skip
     lines = [" | ".join(head), " | ".join("---" for _ in head)]
     for r in rows:
         note = r["fault_error"] or ", ".join(f"{k} {r[k]}" for k in NOTES if k in r)
         cells = (
             r["fault"], r["requests"], r["failed"], r["failed_while_down"], r["wrong"], r["rejected_chunks"],
-            r.get("recovered_s", "-"), note,
+            r["chunks_lost"], r.get("recovered_s", "-"), note,
         )  # fmt: skip
         lines.append(" | ".join(str(c) for c in cells))
     return "\n".join(f"| {line} |" for line in lines)

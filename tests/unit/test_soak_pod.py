@@ -1,0 +1,155 @@
+"""The soak's hands on an L2 namespace (kvtier.load.soak_pod), run as a release's engine pod runs them: its
+source given to `python3 -c` in an isolated interpreter that has no kvtier, only the standard library and
+PyYAML; and the faults each target refuses before a soak starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kvtier.load import soak, soak_pod, soak_release, soak_rig
+from kvtier.smoke import reach
+
+SOURCE = Path(soak_pod.__file__).read_text()
+
+
+def in_pod(*args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """soak_pod as ReleaseSubject sends it: `python3 -c <source> ...`, isolated from this checkout."""
+    proc = subprocess.run(
+        [sys.executable, "-I", "-c", SOURCE, *args], capture_output=True, text=True, env=env or {}, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def namespace(tmp_path: Path, *sizes: int) -> Path:
+    directory = tmp_path / "l2" / "tiny-llama.abc"
+    directory.mkdir(parents=True)
+    for index, size in enumerate(sizes):
+        (directory / f"chunk{index}.data").write_bytes(bytes(range(256)) * (size // 256))
+    (directory / "chunk9.data.tmp").write_bytes(b"x")  # a writer's temp file: not a chunk
+    return directory
+
+
+def test_the_namespace_is_the_one_the_engines_lmcache_config_names(tmp_path: Path) -> None:
+    mount = tmp_path / "l2"
+    config = tmp_path / "lmcache.yaml"
+    env = {"LMCACHE_CONFIG_FILE": str(config)}
+    plugin = {"extra_config": {soak_pod.PLUGIN_BASE_PATH: str(mount / "m.1")}, "remote_url": None}
+    config.write_text(yaml.safe_dump(plugin))
+    assert in_pod("where", "--mount", str(mount), env=env)["dir"] == str(mount / "m.1")
+    config.write_text(yaml.safe_dump({"remote_url": f"fs://localhost:0{mount}/m.2/"}))  # LMCache's own
+    assert in_pod("where", "--mount", str(mount), env=env)["dir"] == str(mount / "m.2")
+    assert in_pod("where", "--mount", str(mount))["dir"] == str(mount)  # no config: the mount itself
+
+
+@pytest.mark.parametrize("kind", soak_pod.DAMAGES)
+def test_each_damage_hits_one_chunk_written_since_the_point_began(tmp_path: Path, kind: str) -> None:
+    directory = namespace(tmp_path, 1024, 1024)
+    old = directory / "chunk0.data"
+    os.utime(old, ns=(1, 1))  # written before the point: never damaged
+    before = {p.name: p.read_bytes() for p in directory.iterdir()}
+    env = {"LMCACHE_CONFIG_FILE": ""}
+    since = str(old.stat().st_mtime_ns + 1)
+    done = in_pod("damage", "--mount", str(directory), "--kind", kind, "--since-ns", since, env=env)
+    assert done["name"] == "chunk1.data"
+    hit = directory / "chunk1.data"
+    if kind == "delete-chunks":
+        assert not hit.exists()
+    elif kind == "truncate-chunks":
+        assert hit.read_bytes() == before["chunk1.data"][:512]
+    else:
+        assert hit.stat().st_size == 1024
+        pairs = zip(hit.read_bytes(), before["chunk1.data"], strict=True)
+        assert [i for i, (a, b) in enumerate(pairs) if a != b] == list(range(512, 576))
+    assert old.read_bytes() == before["chunk0.data"]
+    assert in_pod("list", "--mount", str(directory))["names"] == sorted(
+        n for n in before if n.endswith(".data") and (directory / n).exists()
+    )
+
+
+def test_nothing_written_since_means_nothing_damaged_unless_the_point_knows_it(tmp_path: Path) -> None:
+    directory = namespace(tmp_path, 512, 512)
+    assert soak_pod.damage(directory, "change-chunks", 2**62, random.Random(0)) is None
+    # A release's reference pass wrote the point's chunks before it began: their names aim the damage.
+    done = in_pod(
+        "damage", "--mount", str(directory), "--since-ns", str(2**62), "--known", "chunk1.data,gone"
+    )
+    assert done["name"] == "chunk1.data"
+    with pytest.raises(ValueError, match="unknown damage 'melt'"):
+        soak_pod.damage(directory, "melt", 0, random.Random(0))
+
+
+def test_a_namespace_sent_away_comes_back_with_what_was_written_meanwhile(tmp_path: Path) -> None:
+    directory = namespace(tmp_path, 512, 512)
+    soak_pod.away(directory)
+    assert soak_pod.chunk_names(directory) == []  # gone, as the engines see it
+    directory.mkdir()  # an engine wrote again meanwhile
+    (directory / "fresh.data").write_bytes(b"new")
+    soak_pod.back(directory)
+    assert soak_pod.chunk_names(directory) == ["chunk0.data", "chunk1.data", "fresh.data"]
+    assert not directory.with_name(directory.name + soak_pod.AWAY).exists()
+
+
+class NotStarted:
+    """Enough of a TieredRig for RigSubject's checks: an L2 directory on whatever filesystem tmp is."""
+
+    def __init__(self, l2_dir: Path) -> None:
+        self.l2_dir = l2_dir
+
+
+def test_the_rig_refuses_volume_faults_on_an_l2_that_is_not_a_volume_of_its_own(tmp_path: Path) -> None:
+    directory = namespace(tmp_path, 512)
+    subject = soak_rig.RigSubject(NotStarted(directory), routers=None)  # type: ignore[arg-type]
+    assert "is not a volume of its own" in subject.unsupported("l2-full")
+    assert subject.unsupported("change-chunks") == subject.unsupported("l2-gone") == ""
+    result = soak.inject("l2-read-only", subject, threading.Event(), soak.Timing(at_s=0.0), seed=0)
+    assert "is not a volume of its own" in result.error
+    assert not list(tmp_path.rglob(soak_rig.BALLAST))
+
+
+def release(mount: str | None, by_service: bool) -> soak_release.ReleaseSubject:
+    selectors = reach.Selectors.for_release("kv")
+    return soak_release.ReleaseSubject(lambda: None, "inference", selectors, mount, by_service)
+
+
+def test_a_release_refuses_what_a_soak_must_not_do_to_it_and_says_why() -> None:
+    forwarded = release("/mnt/l2cache", by_service=False)
+    assert "port-forward" in forwarded.unsupported("kill-router")
+    assert "--router-url" in forwarded.unsupported("kill-router")
+    assert "shared by every release" in forwarded.unsupported("l2-full")
+    assert forwarded.unsupported("l2-read-only") and not forwarded.unsupported("kill-engine")
+    assert not release("/mnt/l2cache", by_service=True).unsupported("kill-router")
+    no_l2 = release(None, by_service=True)
+    assert [f for f in soak.FAULTS if not no_l2.unsupported(f)] == ["none", "kill-engine", "kill-router"]
+
+
+def test_a_release_never_sends_an_empty_argument_which_the_api_servers_exec_drops() -> None:
+    subject = release("/mnt/l2cache", by_service=False)
+    sent: list[tuple[str, ...]] = []
+    subject._pod = lambda *args: sent.append(args) or {"name": None}  # type: ignore[method-assign]
+    assert subject.damage("change-chunks", random.Random(0), 0, []) is None
+    assert subject.damage("delete-chunks", random.Random(0), 0, ["a.data", "b.data"]) is None
+    assert all(word != "" for args in sent for word in args), sent
+    assert "--known=" in sent[0] and "--known=a.data,b.data" in sent[1]
+
+
+def test_the_ballast_takes_every_block_of_a_small_volume(tmp_path: Path, need) -> None:
+    volume = tmp_path / "small"
+    with soak_rig.l2_volume(volume, size="3m") as unmounted:
+        need(not unmounted, unmounted)  # not root: the rig's l2-full reports it the same way
+        (volume / "chunk.data").write_bytes(b"x" * 100_000)  # what the engines wrote before
+        soak_rig._fill(volume / soak_rig.BALLAST, step=1 << 20)
+        assert os.statvfs(volume).f_bavail == 0
+        with pytest.raises(OSError, match="No space left"):
+            (volume / "next.data").write_bytes(b"y" * 8192)
+    assert not os.path.ismount(volume)

@@ -1,0 +1,132 @@
+"""The soak's hands on one L2 namespace: list its chunk files, damage one, move the namespace away and back.
+
+One implementation for both places a soak runs: the rig imports it, and against a release the soak sends
+this file's source to an engine pod (`python3 -c <source> <command> ...` through the API server's exec),
+where the L2 volume is mounted. Standard library and PyYAML only (vLLM's own dependency), so it runs in
+any engine image. Each command prints one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import sys
+import time
+from collections.abc import Collection
+from pathlib import Path
+
+CHUNK_FILE = re.compile(r".*\.data$")  # LMCache's fs layout: one `<key>.data` file per chunk
+DAMAGES = ("change-chunks", "truncate-chunks", "delete-chunks")
+PLUGIN_BASE_PATH = "remote_storage_plugin.kvtier_l2.base_path"  # the chart's LMCache config (_cache.tpl)
+AWAY = ".away"
+
+
+def namespace_dir(mount: Path) -> Path:
+    """The model's L2 namespace as this engine's LMCache config names it (the plugin's base_path, or the
+    path of an `fs://` remote_url); `mount` itself when there is no config to read."""
+    config = os.environ.get("LMCACHE_CONFIG_FILE")
+    if not config or not Path(config).is_file():
+        return mount
+    import yaml
+
+    settings = yaml.safe_load(Path(config).read_text()) or {}
+    base = (settings.get("extra_config") or {}).get(PLUGIN_BASE_PATH)
+    if base:
+        return Path(base)
+    url = str(settings.get("remote_url") or "")
+    if url.startswith("fs://") and "/" in url[len("fs://") :]:
+        return Path("/" + url[len("fs://") :].split("/", 1)[1])
+    return mount
+
+
+def chunk_names(directory: Path) -> list[str]:
+    """Final chunk files in `directory` (temp files and other namespaces are not chunks of this one)."""
+    try:
+        return sorted(entry.name for entry in os.scandir(directory) if CHUNK_FILE.match(entry.name))
+    except FileNotFoundError:  # the namespace is away, or was never written
+        return []
+
+
+def _written_since(path: Path, since_ns: int) -> bool:
+    try:
+        return path.stat().st_mtime_ns >= since_ns
+    except FileNotFoundError:
+        return False
+
+
+def damage(
+    directory: Path, kind: str, since_ns: int, rng: random.Random, known: Collection[str] = ()
+) -> str | None:
+    """Damage one chunk file of this point's prompts, which its later requests read: one written since
+    `since_ns`, or one of the `known` names (written for them before the point: a release's reference
+    pass). Change 64 bytes in place with the size kept, cut it to half, or delete it. Its name, or None
+    when there was none (or it vanished meanwhile: evicted, or refused and removed by the plugin)."""
+    if kind not in DAMAGES:
+        raise ValueError(f"unknown damage {kind!r}; expected one of {', '.join(DAMAGES)}")
+    names = [n for n in chunk_names(directory) if n in known or _written_since(directory / n, since_ns)]
+    if not names:
+        return None
+    path = directory / rng.choice(names)  # names sorted: the seed decides
+    try:
+        if kind == "delete-chunks":
+            path.unlink()
+        else:
+            data = bytearray(path.read_bytes())
+            if kind == "truncate-chunks":
+                data = data[: len(data) // 2]
+            else:
+                middle = len(data) // 2
+                data[middle : middle + 64] = bytes(b ^ 0xFF for b in data[middle : middle + 64])
+            path.write_bytes(bytes(data))
+    except FileNotFoundError:
+        return None
+    return path.name
+
+
+def away(directory: Path) -> None:
+    """Move the namespace aside, as if the volume lost it."""
+    directory.rename(directory.with_name(directory.name + AWAY))
+
+
+def back(directory: Path) -> None:
+    """Bring it back; when an engine made the namespace again meanwhile, keep both sets of files."""
+    aside = directory.with_name(directory.name + AWAY)
+    if directory.exists():
+        for path in aside.iterdir():
+            path.rename(directory / path.name)
+        aside.rmdir()
+    else:
+        aside.rename(directory)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="The soak's chunk-file faults in one L2 namespace.")
+    parser.add_argument("command", choices=("where", "now", "list", "damage", "away", "back"))
+    parser.add_argument("--mount", type=Path, required=True, help="the engine's L2 mount")
+    parser.add_argument("--kind", choices=DAMAGES, default="change-chunks")
+    parser.add_argument("--since-ns", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--known", default="", help="damage: comma-separated chunk names of this point")
+    args = parser.parse_args(argv)
+    directory = namespace_dir(args.mount)
+    result: dict[str, object] = {"dir": str(directory)}
+    if args.command == "now":
+        result["now_ns"] = time.time_ns()
+    elif args.command == "list":
+        result["names"] = chunk_names(directory)
+    elif args.command == "damage":
+        known = set(filter(None, args.known.split(",")))
+        result["name"] = damage(directory, args.kind, args.since_ns, random.Random(args.seed), known)
+    elif args.command == "away":
+        away(directory)
+    elif args.command == "back":
+        back(directory)
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
