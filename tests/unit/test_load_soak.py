@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from kvtier import cli, exitcodes
 from kvtier.load import driver, soak, soak_rig
 
 
@@ -174,3 +175,19 @@ def test_the_driver_waits_for_the_clients_first_request_or_their_exit(tmp_path: 
         sleeper.wait()
     log.write_text("ImportError: no vllm\n")  # a client that died before sending: no wait either
     driver._wait_sending([log], [sleeper])
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--rig", "--max-prompt-tokens", "0"], "--max-prompt-tokens (0)"),  # 0 is a value, not "unset"
+        (["--rig", "--router-url", "http://127.0.0.1:1"], "leave out --router-url"),
+        (["--replicas", "3"], "give --rig"),
+        (["--rig", "--replicas", "1"], "--replicas must be 2-4"),
+    ],
+)
+def test_soak_refuses_before_it_starts_anything_and_names_the_flag(
+    argv: list[str], said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["soak", "--out", str(tmp_path / "out"), *argv]) == exitcodes.USAGE
+    assert said in capsys.readouterr().err

@@ -107,16 +107,17 @@ def _checked(args: argparse.Namespace) -> workload.Mix:
             raise UserError(f"--replicas must be 2-4 (one is killed, one must stay), got {args.replicas}")
     elif args.no_integrity or args.replicas is not None:
         raise UserError("--no-integrity and --replicas shape the rig: give --rig, or leave them out")
-    bound = args.max_prompt_tokens or (
-        experiment.RIG_MAX_PROMPT if args.rig else workload.Mix().max_prompt_tokens
-    )
+    bound = args.max_prompt_tokens
+    if bound is None:
+        bound = experiment.RIG_MAX_PROMPT if args.rig else workload.Mix().max_prompt_tokens
     try:
         return workload.Mix(
             requests=args.requests, max_prompt_tokens=bound, seed=args.seed,
             id_base=0 if args.rig else random.randrange(ID_SPACE),  # a release's L2 outlives runs
         )  # fmt: skip
     except ValueError as error:
-        raise UserError(f"the mix: {error}") from None
+        said = str(error).replace("max_prompt_tokens", f"--max-prompt-tokens ({bound})")
+        raise UserError(f"the mix: {said}") from None
 
 
 def run(args: argparse.Namespace) -> int:
