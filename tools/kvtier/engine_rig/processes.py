@@ -118,6 +118,13 @@ def wait_ready(process: Process, path: str = "/health", timeout_s: float = 600.0
     return time.monotonic() - start_time
 
 
+def kill(process: Process) -> None:
+    """SIGKILL the process group at once (a crash: nothing of it cleans up) and reap it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.popen.pid, signal.SIGKILL)
+    process.popen.wait(30)
+
+
 def stop(process: Process, grace_s: float = 20.0) -> None:
     """SIGTERM the process group, SIGKILL after grace_s; always reaps. Then removes the shared-memory
     segments the group had mapped and left behind: vLLM's `psm_*` message queues (and a native CPU tier's

@@ -12,12 +12,9 @@ Prometheus counter (`vllm:external_prefix_cache_hits`: tokens the KV connector s
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
 import re
-import signal
 import statistics
 import sys
 import urllib.request
@@ -130,9 +127,7 @@ class TieredRig(processes.Rig):
         # vLLM's message queues of the killed process stay in /dev/shm as they would in the pod; the rig
         # removes them (a restart never reopens them), leaving the CPU tier's region to the new process.
         leftovers = processes.shm_segments(old.popen.pid) - {self.shm_region(index)}
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(old.popen.pid, signal.SIGKILL)
-        old.popen.wait(30)
+        processes.kill(old)
         for segment in leftovers:
             segment.unlink(missing_ok=True)
         port = int(old.url.rsplit(":", 1)[1])

@@ -8,9 +8,6 @@ render before the chart is changed.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -78,26 +75,22 @@ class RouterReplicas(processes.Rig):
         return [process.url for process in self.started]
 
     def start(self) -> None:
-        for index in range(self.replicas):
-            self.started.append(self._launch(index, processes.free_port(), processes.free_port()))
+        self._ports = [(processes.free_port(), processes.free_port()) for _ in range(self.replicas)]
+        for index in range(self.replicas):  # one by one: stop() stops those started if one fails
+            self.started.append(self._launch(index))
         for process in self.started:
             processes.wait_ready(process, "/health", timeout_s=120)
 
     def kill_and_restart(self, index: int) -> processes.Process:
         """SIGKILL router `index` and start it again on the same ports, as the kubelet restarts a container
         (same pod address; its state, the prefix tree, starts empty); returned once healthy."""
-        old = self.started[index]
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(old.popen.pid, signal.SIGKILL)
-        old.popen.wait(30)
-        port, metrics_port = self._ports[index]
-        self.started[index] = self._launch(index, port, metrics_port, "-restarted")
+        processes.kill(self.started[index])
+        self.started[index] = self._launch(index, "-restarted")
         processes.wait_ready(self.started[index], "/health", timeout_s=120)
         return self.started[index]
 
-    def _launch(self, index: int, port: int, metrics_port: int, suffix: str = "") -> processes.Process:
-        if len(self._ports) <= index:
-            self._ports.append((port, metrics_port))
+    def _launch(self, index: int, suffix: str = "") -> processes.Process:
+        port, metrics_port = self._ports[index]
         argv = engine_rig.router_argv(self.router_flags, list(self.engine_urls), port, metrics_port)
         url = f"http://127.0.0.1:{port}"
         return processes.start(f"router-{self.name}-{index}{suffix}", argv, {}, self.work_dir / "logs", url)
