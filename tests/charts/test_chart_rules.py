@@ -81,6 +81,18 @@ CASES: dict[str, tuple[Path, dict[str, Any], str, str]] = {
         "router.discovery.staticWorkers",
         "needs kvEvents",
     ),
+    "warmup-target": (
+        HYPERPOD,
+        {"cache": {"warmup": {"prefixes": {"qwen2-7b": {"system": {"text": "You answer briefly."}}}}}},
+        "cache.warmup.prefixes",
+        "on hyperpod the operator renders them",
+    ),
+    "warmup-model": (
+        STANDALONE,
+        {"cache": {"warmup": {"prefixes": {"nosuch": {"system": {"text": "You answer briefly."}}}}}},
+        "cache.warmup.prefixes.nosuch",
+        'no models[] entry is named "nosuch"',
+    ),
     "hyperpod-patch-api": (
         HYPERPOD,
         {"hyperpod": {"patch": {"apiVersion": DELETE}}},

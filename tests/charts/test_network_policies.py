@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,23 @@ def test_kv_events_reach_only_the_routers(analyzer, tmp_path: Path) -> None:
     assert net.tcp("router", "engine") == {ENGINE_PORT, KV_EVENTS}
     assert KV_EVENTS not in net.tcp("test", "engine")
     assert all(KV_EVENTS not in net.tcp(src, "engine") for src in ("stranger", "prometheus", "outside"))
+
+
+def test_the_warmup_job_reaches_only_the_engines_and_takes_no_traffic(analyzer, tmp_path: Path) -> None:
+    """With cache.warmup.prefixes, the hook Job's pods send to the engines' API port (and DNS) only."""
+    warm = tmp_path / "warm.yaml"
+    prefixes = {"qwen2-05b": {"system": {"text": "You answer briefly."}}}
+    warm.write_text(json.dumps({"cache": {"warmup": {"prefixes": prefixes}}}))
+    net = _connectivity(tmp_path, "kv-tiered-inference", [CPU, warm])
+    assert net.tcp("l2-warmup", "engine") == {ENGINE_PORT}
+    assert net.ports("l2-warmup", "outside") == DNS
+    for other in ("router", "prometheus", "stranger", "l2-eviction", "test"):  # DNS goes to any address
+        assert net.ports("l2-warmup", other) - DNS == set(), other
+    for source in ("stranger", "prometheus", "outside", "router", "engine", "test"):
+        assert net.ports(source, "l2-warmup") == set(), source
+    # Without prefixes there is no warm-up pod, and the engines take nothing more.
+    plain = _connectivity(tmp_path, "kv-tiered-inference", [CPU])
+    assert "l2-warmup" not in {src for src, _ in plain.allowed}
 
 
 def test_the_eviction_job_and_the_test_pods_take_no_traffic(analyzer, tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ from kvtier.cluster.realnode import lifecycle as realnode
 from kvtier.engine_rig import rig as engine_rig
 from kvtier.engine_rig.errors import RigError
 from kvtier.load import experiment
+from kvtier.podscripts import kvcheck
 from kvtier.validate.inputs.merge import merge_layers
 
 UMBRELLA = paths.CHARTS / "kv-tiered-inference"
@@ -59,6 +60,22 @@ while time.monotonic() < deadline and not os.path.exists("/work/stop"):
     print(json.dumps({**counts, "last_failures": failures[-5:]}), flush=True)
     time.sleep(1)  # a steady trickle: two engines share two cores with the one starting
 """
+
+
+# The L2 warm-up the install runs (cache.warmup): a system prompt as text and as chat messages (the rig's
+# model renders ChatML), each more than two 256-token chunks.
+WARMUP = {
+    "prefixes": {
+        engine_rig.MODEL_NAME: {
+            "support": {"text": kvcheck.long_prompt(700, nonce="warmup-support")},
+            "chat": {
+                "messages": [{"role": "system", "content": kvcheck.long_prompt(600, nonce="warmup-chat")}]
+            },
+        }
+    },
+    "timeoutSeconds": 600,
+}
+WARMUP_JOB = f"{RELEASE}-kv-tiered-inference-warmup-{engine_rig.MODEL_NAME}"
 
 
 @dataclass
@@ -92,6 +109,7 @@ def installed(kube, real_cluster, engine_image: str) -> Iterator[Install]:
     # Keep passed test pods, so `helm test --logs` can print every verdict (the claims here are not the
     # chart's own; the uninstall test removes the kept pods).
     values["tests"] = {"deleteSucceededPods": False}
+    values["cache"]["warmup"] = WARMUP
     prepared = umbrella_cpu.prepare(kube, f"umbrella-{os.getpid()}", values)
     ns = prepared.namespace
     helm.build_dependencies(UMBRELLA)
@@ -124,6 +142,55 @@ def test_every_pod_is_ready_through_the_charts_own_probes(kube, installed: Insta
     # LMCache really runs inside vLLM (its connector, our CPU copy stand-in), configured from the ConfigMap.
     log = kube.kubectl("logs", "-n", installed.namespace, engines[0]["metadata"]["name"])
     assert "LMCache" in log, log[-3000:]
+
+
+def test_the_install_warmed_every_prefix_and_kvtier_warm_warms_them_again(
+    kube, real_cluster, installed: Install
+) -> None:
+    """`helm install` ran the warm-up hook: its report (the Job's log) shows each prefix's chunks written
+    by one engine and loaded by the other (its own hit counter), and its pins are on the L2 claim. Then
+    `kvtier warm`, from inside the cluster's network namespace, runs the hook's Job again: the same pods
+    hold the prefixes, so the proof is the pinned files, all still in L2."""
+    ns = installed.namespace
+    log = kube.kubectl("logs", "-n", ns, f"job/{WARMUP_JOB}")
+    report = json.loads(log.strip().splitlines()[-1])
+    print(f"[umbrella] warm-up hook: {report['summary']}")
+    assert report["ok"] and report["check"] == "l2-warm", log[-3000:]
+    outcomes = {p["prefix"]: p for p in report["prefixes"]}
+    assert set(outcomes) == {"support", "chat"}
+    for outcome in outcomes.values():
+        assert outcome["proof"] == "loaded" and outcome["chunks"] >= 2, outcome
+        assert (
+            outcome["verified_tokens"] >= outcome["chunks"] * 256 and outcome["written"] >= outcome["chunks"]
+        )
+        assert outcome["writer"] != outcome["verifier"], outcome
+    (namespace_dir,) = [
+        d
+        for d in (installed.prepared.volumes / "l2").iterdir()
+        if d.name.startswith(f"{engine_rig.MODEL_NAME}.")
+    ]
+    for name, outcome in outcomes.items():
+        pin = json.loads((namespace_dir / ".kvtier-warm" / f"{name}.json").read_text())
+        assert len(pin["files"]) == outcome["pinned"] and all(
+            (namespace_dir / f).is_file() for f in pin["files"]
+        )
+    config = json.loads(
+        kube.kubectl("get", "configmap", "-n", ns, f"{RELEASE}-kv-tiered-inference-l2-eviction", "-o", "json")
+    )
+    assert sorted(config["data"]["pinned-prefixes.txt"].split()) == [
+        f"{namespace_dir.name}/{n}" for n in ("chat", "support")
+    ]
+
+    kvtier = str(paths.ROOT / ".venv" / "bin" / "kvtier")
+    argv = [kvtier, "warm", "--kubeconfig", str(real_cluster.kubeconfig), "-n", ns, "--release", RELEASE]
+    proc = subprocess.run(
+        real_cluster.command([*argv, "-o", "json"]), capture_output=True, text=True, timeout=900
+    )
+    assert proc.returncode == 0, f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
+    (again,) = json.loads(proc.stdout)
+    assert again["ok"] and again["job"] != WARMUP_JOB, again
+    assert {p["prefix"]: p["verified"] for p in again["prefixes"]} == {"support": True, "chat": True}
+    print(f"[umbrella] kvtier warm: {again['summary']} ({[p['proof'] for p in again['prefixes']]})")
 
 
 def test_the_router_discovered_both_engines_through_the_api_server(kube, installed: Install) -> None:
@@ -358,6 +425,23 @@ def test_uninstall_leaves_nothing_of_the_release_behind(kube, installed: Install
         f"pod/{RELEASE}-kv-tiered-inference-{engine_rig.MODEL_NAME}-router-test-router",
         f"pod/{RELEASE}-kv-tiered-inference-{engine_rig.MODEL_NAME}-test-crosspod",
     }
+    # The last warm-up hook Job is a hook too, kept for its report until its TTL
+    # (cache.warmup.ttlSecondsAfterFinished), with its pod; so are the Jobs `kvtier warm` made.
+    warmups = {
+        name
+        for name in kube.kubectl(
+            "get",
+            "jobs,pods",
+            "-n",
+            ns,
+            "-l",
+            f"{selector},app.kubernetes.io/component=l2-warmup",
+            "-o",
+            "name",
+        ).split()
+    }
+    assert f"job.batch/{WARMUP_JOB}" in warmups, warmups
+    test_pods |= warmups
     deadline = time.monotonic() + 180  # the eviction job's own Jobs and pods go by garbage collection
     while True:
         left = set(kube.kubectl("get", kinds, "-n", ns, "-l", selector, "-o", "name").split())
@@ -366,6 +450,16 @@ def test_uninstall_leaves_nothing_of_the_release_behind(kube, installed: Install
         time.sleep(3)
     assert left == test_pods, left
     kube.kubectl("delete", "pod", "-n", ns, "-l", f"{selector},app.kubernetes.io/component=test", "--wait")
+    kube.kubectl(
+        "delete",
+        "jobs",
+        "-n",
+        ns,
+        "-l",
+        f"{selector},app.kubernetes.io/component=l2-warmup",
+        "--cascade=foreground",
+        "--wait",
+    )
     assert kube.kubectl("get", kinds, "-n", ns, "-l", selector, "-o", "name").strip() == ""
     releases = kube.kubectl("get", "secrets", "-n", ns, "-l", "owner=helm", "-o", "name")
     assert releases.strip() == "", releases

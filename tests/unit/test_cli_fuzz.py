@@ -12,9 +12,9 @@ Nothing is dialled but closed ports on 127.0.0.1, and nothing long starts: valid
 --no-build refuses at once) and never the default cluster name; lint gets only --helm values it refuses
 (a real lint runs Helm and may create a git ref); package always names a chart that does not exist
 (before anything is packaged or pushed); generate only with --check (without it, it writes the repo);
-bench, load and soak --rig only with a flag they refuse (they would start vLLM replicas); a load run's
-router URLs are closed ports (it stops at their /health before any client starts); unittest-compare only on
-folders that are not charts (it would run helm-unittest).
+bench, load, soak --rig and warm --rig only with a flag they refuse (they would start vLLM replicas); a
+load run's router URLs are closed ports (it stops at their /health before any client starts);
+unittest-compare only on folders that are not charts (it would run helm-unittest).
 """
 
 from __future__ import annotations
@@ -337,6 +337,27 @@ class Generator:
         self.output(case)
         return case
 
+    def warm(self) -> Case:
+        case = Case(["warm"])
+        if self.maybe(0.3):  # --rig only with what it refuses before anything starts: it starts vLLM
+            case.add("--rig")  # without --prefixes, or with a cluster flag: refused either way
+            if self.maybe(0.7):
+                case.add(self.pick(["--model", "--namespace", "--context"]), self.pick(NAMES))
+                if self.maybe():
+                    case.add("--prefixes", self.any_path())
+            self.output(case)
+            return case
+        # Against a release: a kubeconfig that cannot be used, or one whose server is a closed port.
+        self.cluster_flags(case)
+        self.cluster_env(case)
+        for flag in ("--release", "--model"):
+            if self.maybe(0.3):
+                case.add(flag, self.pick(NAMES))
+        if self.maybe(0.1):
+            case.add(self.pick(["--prefixes", "--backend"]), self.pick(["x", "lmcache"]))
+        self.output(case)
+        return case
+
     def cluster(self) -> Case:
         action = self.pick(["up", "down", "status", "exec"])
         case = Case(["cluster", action], {str(self.inputs.root / "cache")})  # $KVTIER_CACHE
@@ -410,6 +431,7 @@ COMMANDS: dict[str, Callable[[Generator], Case]] = {
     "validate": Generator.validate,
     "plan": Generator.plan,
     "soak": Generator.soak,
+    "warm": Generator.warm,
     "preflight": Generator.preflight,
     "smoke": Generator.smoke,
     "bench": Generator.bench,

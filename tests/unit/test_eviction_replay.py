@@ -3,6 +3,8 @@ in the suite; benchmarks/eviction_bench.py prints the full comparison."""
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -50,8 +52,39 @@ def test_the_generated_stream_has_the_three_kinds_of_reuse() -> None:
         seen.add(tuple(request))
     assert extended > 200, "multi-turn sessions extend an earlier prompt"
     assert workload.distinct_chunks > 5000
+    systems = workload.system_chunks
+    assert len(systems) == 8 and all(8 <= len(s) <= 32 for s in systems)
+    assert all(any(r[: len(s)] == s for s in systems) for r in workload.requests), "keys as in the stream"
+    asked = Counter(r[0] for r in workload.requests)
+    assert [first for first, _ in asked.most_common(2)] == [s[0] for s in systems[:2]], "most popular first"
+    assert eviction_replay.warmed_prefixes(workload) == systems[-2:], "the warm-up pins the least popular"
+
+
+def test_warmed_and_pinned_chunks_never_miss_where_last_use_evicts_them(tmp_path: Path) -> None:
+    """A prefix asked every 40 requests among one-off prompts (4 chunks, one per 50 s) in a pool of 100
+    chunks: a run keeps 70 (about 17 requests' worth), so last use evicts the prefix between two asks and
+    it misses every time. Warmed at t=0 and pinned (a real pin file, passed to every run), it never misses."""
+    warm = [1, 2, 3, 4]
+    requests = [warm if n % 40 == 0 else [1000 + 10 * n + j for j in range(4)] for n in range(400)]
+    workload = eviction_replay.Workload(requests)
+    plain, pinned = (
+        eviction_replay.replay(
+            workload, variant, tmp_path / variant, capacity_chunks=100, rate_per_s=0.02, warmed=[warm]
+        )
+        for variant in ("last-use", eviction_replay.PINNED)
+    )
+    assert plain.warmed_looked_up == pinned.warmed_looked_up == 10 * len(warm)
+    assert plain.warmed_hits < plain.warmed_looked_up - len(warm), "unpinned, it misses after its first write"
+    assert pinned.warmed_hit_ratio == 1.0
+    assert pinned.failed_writes == plain.failed_writes == 0
+    assert pinned.other_hit_ratio == plain.other_hit_ratio == 0.0, "the one-offs are never asked again"
+    namespace = tmp_path / eviction_replay.PINNED / eviction_replay.NAMESPACE
+    pin_file = json.loads((namespace / ".kvtier-warm" / "system-0.json").read_text())
+    assert pin_file["files"] == [eviction_replay.chunk_name(key) for key in warm]
+    assert all((namespace / name).exists() for name in pin_file["files"])
 
 
 def test_unknown_policies_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="expected one of"):
         eviction_replay.replay(eviction_replay.Workload([[1]]), "fifo", tmp_path, 10)
+    assert eviction_replay.PINNED not in eviction_replay.POLICIES, "the target compares the orders alone"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kvtier.podscripts import l2_evict
+from kvtier.podscripts import l2_evict, l2_scan
 
 SCRIPT = Path(l2_evict.__file__)
 KiB = 1024
@@ -456,3 +456,172 @@ def test_a_dead_native_namespace_goes_entirely(l2: Path, tmp_path: Path) -> None
     report = l2_evict.evict(str(l2), high="90%", low="80%", capacity="1Mi", live=live, dead_grace_s=600)
     assert report["dead_files"] == 2 and not dead_ns.exists(), "its nested directories are pruned too"
     assert kept.exists()
+
+
+NS = "qwen.aaaaaaaaaaaa"
+
+
+def pin(namespace: Path, prefix: str, files: list[object] | str) -> Path:
+    """The warm-up's pin file for a prefix: the chunk files it produced, relative to the namespace (or the
+    raw text given)."""
+    folder = namespace / ".kvtier-warm"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{prefix}.json"
+    path.write_text(files if isinstance(files, str) else json.dumps({"prefix": prefix, "files": files}))
+    return path
+
+
+def pin_listing(tmp_path: Path, *lines: str) -> Path:
+    listing = tmp_path / "pinned-prefixes.txt"
+    listing.write_text("# rendered by the chart\n\n" + "\n".join(lines) + "\n")
+    return listing
+
+
+def read_pins(l2: Path, tmp_path: Path, *lines: str) -> l2_evict.Pins:
+    return l2_evict.read_pins(str(l2), str(pin_listing(tmp_path, *lines)))
+
+
+def test_pinned_chunks_survive_an_lru_pass_that_would_remove_them(l2: Path, tmp_path: Path) -> None:
+    namespace = l2 / NS
+    namespace.mkdir()
+    files = [chunk(namespace, f"c{i}", 10 * KiB, age_s=1000 - i * 10) for i in range(6)]  # c0 oldest
+    pin(namespace, "system", [files[0].name, files[2].name])
+    unpinned = l2_evict.evict(str(l2), high="45Ki", low="35Ki", dry_run=True)
+    assert unpinned["evicted"] == [f"{NS}/{p.name}" for p in files[:3]], "without pins the oldest go"
+
+    pins = read_pins(l2, tmp_path, f"{NS}/system")
+    assert pins.files == {f"{NS}/{files[0].name}", f"{NS}/{files[2].name}"}
+    report = l2_evict.evict(str(l2), high="45Ki", low="35Ki", pins=pins)
+    assert [p.exists() for p in files] == [True, False, True, False, False, True]
+    assert report["evicted"] == [f"{NS}/{files[i].name}" for i in (1, 3, 4)]
+    assert report["skipped_pinned"] == 2
+    assert report["pinned_files"] == 2 and report["pinned_bytes"] == 20 * KiB
+    assert report["pins_missing"] == [] and report["pins_unreadable"] == []
+    assert report["ok"] is True and "pinned" not in report["summary"]
+
+
+def test_pins_name_native_fs_tier_chunks_by_their_nested_paths(l2: Path, tmp_path: Path) -> None:
+    namespace = l2 / NS
+    oldest = native_chunk(namespace, "a1" * 32, 10 * KiB, age_s=900)
+    newer = native_chunk(namespace, "b2" * 32, 10 * KiB, age_s=800)
+    pin(namespace, "system", [str(oldest.relative_to(namespace))])
+    report = l2_evict.evict(str(l2), high="15Ki", low="10Ki", pins=read_pins(l2, tmp_path, f"{NS}/system"))
+    assert oldest.exists() and not newer.exists()
+    assert report["pinned_files"] == 1 and report["evicted_files"] == 1
+
+
+def test_a_prefix_no_longer_listed_pins_nothing_and_a_missing_pin_file_is_reported(
+    l2: Path, tmp_path: Path
+) -> None:
+    namespace = l2 / NS
+    namespace.mkdir()
+    kept, retired, other = (chunk(namespace, n, 10 * KiB, age_s=900 - i) for i, n in enumerate("abc"))
+    pin(namespace, "system", [kept.name])
+    pin(namespace, "retired", [retired.name])  # the environment dropped this prefix: its pin file stays
+    pins = read_pins(l2, tmp_path, f"{NS}/system", f"{NS}/not-warmed-yet", f"{NS}/system")
+    assert pins.missing == [f"{NS}/not-warmed-yet"] and pins.unreadable == []
+    report = l2_evict.evict(str(l2), high="15Ki", low="10Ki", pins=pins)
+    assert kept.exists() and not retired.exists() and not other.exists()
+    assert report["pins_missing"] == [f"{NS}/not-warmed-yet"]
+    assert report["pinned_files"] == 1 and report["ok"] is True
+
+
+def test_unusable_pin_files_and_entries_are_reported_not_fatal(l2: Path, tmp_path: Path) -> None:
+    namespace, neighbour = l2 / NS, l2 / "qwen.bbbbbbbbbbbb"
+    namespace.mkdir()
+    neighbour.mkdir()
+    victims = [chunk(namespace, f"v{i}", 10 * KiB, age_s=900 - i) for i in range(2)]
+    outside = chunk(neighbour, "n", 10 * KiB, age_s=950)
+    kept = chunk(namespace, "k", 10 * KiB, age_s=990)
+    pin(namespace, "broken", '{"prefix": "broken", "files": [')
+    pin(namespace, "not-a-list", json.dumps({"prefix": "not-a-list", "files": victims[0].name}))
+    escaping = [f"../{neighbour.name}/{outside.name}", f"/{victims[1].name}", 7, None, "", kept.name]
+    pin(namespace, "escaping", escaping)
+    pins = read_pins(l2, tmp_path, *(f"{NS}/{p}" for p in ("broken", "not-a-list", "escaping")))
+    assert pins.files == {f"{NS}/{kept.name}"}, "only the plain path below the namespace pins"
+    warm = f"{NS}/.kvtier-warm"
+    assert pins.unreadable[0].startswith(f"{warm}/broken.json: not JSON (")
+    assert pins.unreadable[1] == f'{warm}/not-a-list.json: expected a JSON object with a "files" list'
+    assert pins.unreadable[2].startswith(f"{warm}/escaping.json: 5 entries ignored (files[0] '../qwen.")
+    assert pins.unreadable[2].endswith(
+        ", ...): expected paths relative to the namespace directory without '..'"
+    )
+    assert len(pins.unreadable) == 3
+    report = l2_evict.evict(str(l2), high="15Ki", low="10Ki", pins=pins)
+    assert report["pins_unreadable"] == pins.unreadable
+    assert kept.exists() and not outside.exists() and not any(p.exists() for p in victims)
+    assert report["evicted_files"] == 3 and report["ok"] is True
+
+
+def test_a_dead_namespace_goes_entirely_pins_included(l2: Path, tmp_path: Path) -> None:
+    live_ns, dead_ns = l2 / NS, l2 / "qwen.bbbbbbbbbbbb"
+    live_ns.mkdir()
+    dead_ns.mkdir()
+    kept = chunk(live_ns, "l", 10 * KiB, age_s=9000)
+    pinned = chunk(dead_ns, "d", 10 * KiB, age_s=9000)
+    pin_file = pin(dead_ns, "system", [pinned.name])
+    os.utime(pin_file, (time.time() - 9000, time.time() - 9000))
+    pins = read_pins(l2, tmp_path, f"{dead_ns.name}/system")
+    assert pins.files == {f"{dead_ns.name}/{pinned.name}"}
+    report = l2_evict.evict(
+        str(l2), high="90%", low="80%", capacity="1Mi", live={NS}, dead_grace_s=600, pins=pins
+    )
+    assert not dead_ns.exists(), "a dead namespace can never be hit again: its pins hold nothing"
+    assert report["dead_files"] == 2 and report["pinned_files"] == 0
+    assert kept.exists()
+
+
+def test_pin_files_are_other_bytes_not_temp_files(l2: Path) -> None:
+    namespace = l2 / NS
+    namespace.mkdir()
+    chunk(namespace, "c", 10 * KiB, age_s=900)
+    pin_file = pin(namespace, "system", [])
+    being_written = pin_file.with_name("other.json.tmp")  # the warm-up replacing a pin file
+    being_written.write_bytes(b"\0" * KiB)
+    found = l2_scan.scan(str(l2))
+    assert [c.name for c in found.chunks] == [next(namespace.glob("*.data")).name]
+    assert found.temp_files == 0 and found.temp_bytes == 0
+    assert found.other_bytes == pin_file.stat().st_size + KiB
+    report = l2_evict.evict(str(l2), high="1Ki", low="0")
+    assert report["evicted_files"] == 1 and pin_file.exists() and being_written.exists()
+    assert report["used_bytes_after"] == found.other_bytes
+
+
+def test_cli_reads_the_pins_and_says_when_they_keep_the_directory_full(l2: Path, tmp_path: Path) -> None:
+    namespace = l2 / NS
+    namespace.mkdir()
+    pinned = [chunk(namespace, f"p{i}", 10 * KiB, age_s=900 - i) for i in range(3)]
+    free = chunk(namespace, "f", 10 * KiB, age_s=100)
+    pin(namespace, "system", [p.name for p in pinned])
+    listing = pin_listing(tmp_path, f"{NS}/system  # the shared system prompt", f"{NS}/absent")
+    argv = ["--dir", str(l2), "--high", "25Ki", "--low", "10Ki", "--pins", str(listing)]
+    run = subprocess.run([sys.executable, str(SCRIPT), *argv], capture_output=True, text=True, check=False)
+    assert run.returncode == 1, run.stderr
+    report = json.loads(run.stdout)
+    assert all(p.exists() for p in pinned) and not free.exists()
+    assert report["pinned_bytes"] == 30 * KiB and report["pins_missing"] == [f"{NS}/absent"]
+    assert report["summary"].endswith(f"; {30 * KiB} B pinned by the warm-up")
+
+    bad_listing = pin_listing(tmp_path, f"{NS}/system", f"{NS}/../etc")
+    bad = subprocess.run(
+        [sys.executable, str(SCRIPT), *argv[:-1], str(bad_listing)], capture_output=True, text=True
+    )
+    assert bad.returncode == 2
+    assert json.loads(bad.stdout)["summary"].startswith(f"--pins {bad_listing}:4: '{NS}/../etc' is not ")
+    assert all(p.exists() for p in pinned), "a bad listing stops the run before it removes anything"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "qwen.aaaaaaaaaaaa",
+        "qwen.aaaaaaaaaaaa/",
+        "qwen/system",
+        "qwen.aaaaaaaaaaaa/a/b",
+        "qwen.aaaaaaaaaaaa/-x",
+    ],
+)
+def test_malformed_pin_listing_lines_are_usage_errors(tmp_path: Path, line: str) -> None:
+    listing = pin_listing(tmp_path, line)
+    with pytest.raises(l2_evict.UsageError, match=f"^--pins {listing}:3: .* is not <namespace dir>/<prefix"):
+        l2_evict.read_pin_listing(str(listing))

@@ -6,6 +6,12 @@
 app.kubernetes.io/component: test
 {{- end -}}
 
+{{/* The L2 warm-up Job's pods (l2-warmup-job.yaml). Input: root. */}}
+{{- define "kv-tiered-inference.warmupSelectorLabels" -}}
+{{ include "kv-tiered-inference.selectorLabels" . }}
+app.kubernetes.io/component: l2-warmup
+{{- end -}}
+
 {{/*
 DNS to any address on port 53: cluster DNS may be a Service in kube-system or a node-local cache on a
 link-local address, which no pod selector matches.

@@ -31,6 +31,11 @@ CONFIG: dict[str, Any] = {
 }
 SEED = 0
 SPECIAL = ["<unk>", "<s>", "</s>"]
+# ChatML, as Qwen2's tokenizer has it: chat prefixes (the L2 warm-up's `messages`) render as they would there.
+CHAT_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
 
 def corpus() -> list[str]:
@@ -61,6 +66,7 @@ def build_tokenizer(out: Path) -> int:
         tokenizer_object=tokenizer, unk_token="<unk>", bos_token="<s>", eos_token="</s>"
     )
     fast.model_max_length = CONFIG["max_position_embeddings"]
+    fast.chat_template = CHAT_TEMPLATE
     fast.save_pretrained(str(out))
     return int(tokenizer.get_vocab_size())
 
@@ -78,11 +84,12 @@ def build_model(out: Path, vocab_size: int) -> None:
 def generate(out: Path) -> Path:
     """Write model + tokenizer into `out` (idempotent: a complete directory is kept)."""
     marker = out / "kvtier-tinymodel.json"
-    if marker.exists() and json.loads(marker.read_text()) == CONFIG:
+    identity = {**CONFIG, "chat_template": CHAT_TEMPLATE}
+    if marker.exists() and json.loads(marker.read_text()) == identity:
         return out
     out.mkdir(parents=True, exist_ok=True)
     build_model(out, build_tokenizer(out))
-    marker.write_text(json.dumps(CONFIG))
+    marker.write_text(json.dumps(identity))
     return out
 
 

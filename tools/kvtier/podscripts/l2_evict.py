@@ -12,11 +12,13 @@ This script, run by the umbrella chart's CronJob (and importable by the toolkit)
    the old one), its files, temp files included, are removed, whatever the watermarks say.
 2. **Least recently used next.** When the directory holds more than the high watermark, final chunk files
    (LMCache's `*.data`, vLLM's `*.bin`) are removed, least recently *used* first, until it is at or below the
-   low watermark.
+   low watermark. With `--pins FILE` (the warmed prefixes the environment lists, `<namespace>/<prefix>` per
+   line), the chunks named in each listed prefix's pin file (`<namespace>/.kvtier-warm/<prefix>.json`,
+   written by the L2 warm-up) are never evicted here; a prefix no longer listed pins nothing.
 
     python3 l2_evict.py --dir D --high 85% --low 70% [--capacity 500Gi] [--min-age 120]
-        [--live live-namespaces.txt --dead-grace 3600] [--order last-use|written]
-        [--max-files 100000] [--max-seconds 600] [--dry-run]
+        [--live live-namespaces.txt --dead-grace 3600] [--pins pinned-prefixes.txt]
+        [--order last-use|written] [--max-files 100000] [--max-seconds 600] [--dry-run]
 
 Why these rules (docs/eviction.md; the two backends' file layouts are in l2_scan.py, which this script
 imports from beside it):
@@ -28,12 +30,16 @@ imports from beside it):
   an explicit setattr), so the engines' hit recorder (l2_hits.py) sets atime on each hit. Without it the
   order falls back to the write time;
 - every lookup checks the file on disk, so a removed chunk is a clean miss on every replica (both backends;
-  vLLM's tier caches a lookup's verdict for the request that asked, and a load that then fails is a miss).
+  vLLM's tier caches a lookup's verdict for the request that asked, and a load that then fails is a miss);
+- pins only hold chunks of live namespaces: a dead namespace goes entirely, pin files and pinned chunks
+  included. A listed prefix without a pin file (the warm-up has not run yet) is reported, not an error; an
+  unreadable or malformed pin file, or an entry in it that is not a path below its namespace, is reported
+  and pins nothing.
 
 Safety: nothing outside `--dir` is touched, and a file changed since the scan is kept (l2_scan.py says
 how); each run removes at most `--max-files` files and stops after `--max-seconds`. Prints one JSON report
 whose `summary` is one line; exits 0 when the directory ends at or below the high watermark, 1 when it
-could not get there (young or rewritten files, or a work bound hit), 2 on bad arguments.
+could not get there (young, rewritten or pinned files, or a work bound hit), 2 on bad arguments.
 """
 
 from __future__ import annotations
@@ -44,13 +50,13 @@ import os
 import re
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 if __package__:  # imported as kvtier.podscripts.l2_evict (the toolkit, the tests)
-    from .l2_scan import NAMESPACE_DIR, Chunk, Remover, Scan, scan
+    from .l2_scan import NAMESPACE_DIR, PIN_DIR, PREFIX_NAME, Chunk, Remover, Scan, scan
 else:  # run as a script from the pod's ConfigMap folder, where l2_scan.py sits beside it
-    from l2_scan import NAMESPACE_DIR, Chunk, Remover, Scan, scan  # type: ignore[no-redef]
+    from l2_scan import NAMESPACE_DIR, PIN_DIR, PREFIX_NAME, Chunk, Remover, Scan, scan  # type: ignore[no-redef]
 
 OK, FINDINGS, USAGE = 0, 1, 2
 REPORT_NAMES = 20  # evicted file names listed in the report (the counts and bytes cover all)
@@ -120,6 +126,88 @@ def read_live(path: str) -> set[str]:
     return names
 
 
+@dataclass
+class Pins:
+    """What the warm-up pinned: `files` are paths below the root (the form of Chunk.relpath); `missing` the
+    listed prefixes without a pin file, `unreadable` "path: reason" for pin files (or entries) not used."""
+
+    files: set[str] = field(default_factory=set)
+    missing: list[str] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
+
+
+def pin_path(namespace: str, prefix: str) -> str:
+    """A warmed prefix's pin file, relative to the L2 root."""
+    return f"{namespace}/{PIN_DIR}/{prefix}.json"
+
+
+def read_pin_listing(path: str) -> list[str]:
+    """The listed prefixes, `<namespace dir>/<prefix name>` one per line, `#` comments and blank lines
+    ignored; a malformed line is a UsageError naming the file and line."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise UsageError(f"--pins {path!r}: {reason} (the chart mounts it from its ConfigMap)") from None
+    listed: list[str] = []
+    for number, line in enumerate(lines, 1):
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        namespace, _, prefix = text.partition("/")
+        if not (NAMESPACE_DIR.fullmatch(namespace) and PREFIX_NAME.fullmatch(prefix)):
+            raise UsageError(
+                f"--pins {path}:{number}: {text!r} is not <namespace dir>/<prefix name> "
+                "(<model>.<12 hex>/<letters, digits, '-', '_', '.'; 63 at most>)"
+            )
+        if text not in listed:
+            listed.append(text)
+    return listed
+
+
+def read_pins(directory: str, listing_path: str) -> Pins:
+    """The chunk files pinned by the listed prefixes' pin files below `directory`. Only the listing's
+    errors raise (UsageError); pin files that are missing or unusable are reported in the result."""
+    pins = Pins()
+    for listed in read_pin_listing(listing_path):
+        namespace, _, prefix = listed.partition("/")
+        relative = pin_path(namespace, prefix)
+        try:
+            with open(os.path.join(directory, relative), encoding="utf-8") as handle:
+                content = json.load(handle)
+        except FileNotFoundError:
+            pins.missing.append(listed)  # the warm-up has not run (or not finished) yet
+            continue
+        except OSError as exc:
+            pins.unreadable.append(f"{relative}: {exc.strerror}")
+            continue
+        except UnicodeDecodeError:
+            pins.unreadable.append(f"{relative}: not UTF-8 text")
+            continue
+        except json.JSONDecodeError as exc:
+            pins.unreadable.append(f"{relative}: not JSON ({exc.msg}, line {exc.lineno} column {exc.colno})")
+            continue
+        files = content.get("files") if isinstance(content, dict) else None
+        if not isinstance(files, list):
+            pins.unreadable.append(f'{relative}: expected a JSON object with a "files" list')
+            continue
+        ignored = []
+        for index, entry in enumerate(files):
+            # Only paths below the namespace can name one of its chunks.
+            if isinstance(entry, str) and entry and ".." not in entry and not entry.startswith("/"):
+                pins.files.add(f"{namespace}/{entry}")
+            else:
+                ignored.append(f"files[{index}] {entry!r}")
+        if ignored:
+            pins.unreadable.append(
+                f"{relative}: {len(ignored)} entries ignored ({', '.join(ignored[:3])}"
+                f"{', ...' if len(ignored) > 3 else ''}): expected paths relative to the namespace directory"
+                " without '..'"
+            )
+    return pins
+
+
 def lru_order(chunks: list[Chunk], order: str = "last-use") -> list[Chunk]:
     """Least recently used (or written) first; the path breaks ties so runs are reproducible."""
     if order == "written":
@@ -158,9 +246,11 @@ def evict(
     max_files: int = 100_000,
     max_seconds: float = 600.0,
     rank: Callable[[list[Chunk]], list[Chunk]] | None = None,
+    pins: Pins | None = None,
 ) -> dict[str, Any]:
     """Remove dead namespaces, then bring the directory to the low watermark when it is above the high
-    one; return the report. `rank` replaces the LRU order (the eviction benchmark's offline optimum)."""
+    one, never evicting a chunk in `pins` (read_pins); return the report. `rank` replaces the LRU order
+    (the eviction benchmark's offline optimum)."""
     if not os.path.isdir(directory):
         raise UsageError(f"--dir {directory!r} is not a directory (is the L2 volume mounted there?)")
     if order not in ORDERS:
@@ -181,6 +271,8 @@ def evict(
     budget = _Budget(max_files, time.monotonic() + max_seconds)
     found = scan(directory, live)
     used = found.used_bytes
+    pins = Pins() if pins is None else pins
+    pinned = [c for c in found.chunks if c.relpath in pins.files]  # dead namespaces' chunks are not here
     report: dict[str, Any] = {
         "check": "l2-evict",
         "dir": directory,
@@ -202,6 +294,11 @@ def evict(
         "evicted": [],
         "skipped_young": 0,
         "skipped_rewritten": 0,
+        "skipped_pinned": 0,
+        "pinned_files": len(pinned),
+        "pinned_bytes": sum(c.size for c in pinned),
+        "pins_missing": list(pins.missing),
+        "pins_unreadable": list(pins.unreadable),
         "vanished": 0,
         "stopped": None,
     }
@@ -211,19 +308,29 @@ def evict(
         if used > high_bytes and report["stopped"] is None:
             ordered = rank(found.chunks) if rank is not None else lru_order(found.chunks, order)
             used = _remove_lru(
-                ordered, remover, budget, report, used, low_bytes, int((started - min_age_s) * 1e9)
+                ordered,
+                remover,
+                budget,
+                report,
+                used,
+                low_bytes,
+                int((started - min_age_s) * 1e9),
+                pins.files,
             )
     finally:
         remover.close()
     report["used_bytes_after"] = used
     report["ok"] = used <= high_bytes
     verb = "would remove" if dry_run else "removed"
+    # The pass went past pinned chunks and still ended above the high watermark: the pins are part of why.
+    held_by_pins = not report["ok"] and report["stopped"] is None and report["skipped_pinned"] > 0
     report["summary"] = (
         f"{verb} {report['dead_files']} dead-namespace files ({report['dead_bytes']} B, "
         f"{len(found.dead) - len(report['dead_namespaces_in_grace'])} of {len(found.dead)} dead namespaces) "
         f"and {report['evicted_files']} live chunk files ({report['evicted_bytes']} B, {order} order); "
         f"used {report['used_bytes_before']} -> {used} B (high {high_bytes} B, low {low_bytes} B)"
         + (f"; stopped at {report['stopped']}" if report["stopped"] else "")
+        + (f"; {report['pinned_bytes']} B pinned by the warm-up" if held_by_pins else "")
     )
     return report
 
@@ -271,6 +378,7 @@ def _remove_lru(
     used: int,
     low_bytes: int,
     young_after_ns: int,
+    pinned: set[str],
 ) -> int:
     for chunk in ordered:
         if used <= low_bytes:
@@ -278,6 +386,9 @@ def _remove_lru(
         report["stopped"] = budget.exhausted()
         if report["stopped"]:
             break
+        if chunk.relpath in pinned:
+            report["skipped_pinned"] += 1
+            continue
         if chunk.mtime_ns > young_after_ns:
             report["skipped_young"] += 1
             continue
@@ -309,6 +420,10 @@ def main(argv: list[str] | None = None) -> int:
         "--dead-grace", type=float, default=3600.0, help="a dead namespace idle this long (s) goes"
     )
     parser.add_argument(
+        "--pins",
+        help="file listing the warmed prefixes (<namespace>/<prefix>); their pinned chunks are never evicted",
+    )
+    parser.add_argument(
         "--order", default="last-use", choices=ORDERS, help="last-use (atime or mtime) or written"
     )
     parser.add_argument(
@@ -322,6 +437,7 @@ def main(argv: list[str] | None = None) -> int:
         return USAGE if exc.code else OK
     try:
         live = read_live(args.live) if args.live else None
+        pins = read_pins(args.dir, args.pins) if args.pins else None
         report = evict(
             args.dir,
             args.high,
@@ -334,6 +450,7 @@ def main(argv: list[str] | None = None) -> int:
             order=args.order,
             max_files=args.max_files,
             max_seconds=args.max_seconds,
+            pins=pins,
         )
     except UsageError as exc:
         print(json.dumps({"check": "l2-evict", "ok": False, "summary": str(exc)}))

@@ -12,6 +12,8 @@ Layouts (LMCache 0.5.x `fs_connector.py`; vLLM 0.32 `vllm/v1/kv_offload/file_map
   `<root>/<model>_<12 hex>_r<rank>/<3 hex>/<2 hex>_g<group>/<hash>.bin`, with
   `<root>/<model>_<12 hex>/config.json` beside; the chart roots it in the model's namespace. Chunks are the
   `*.bin` files at exactly that place; `config.json` and temp files are never chunks.
+- The L2 warm-up records which chunk files each warmed prefix produced in a pin file,
+  `<namespace>/.kvtier-warm/<prefix>.json` (PIN_DIR): neither a chunk nor a temp file, counted as other bytes.
 
 Safety: links are never followed (directories are opened with O_NOFOLLOW and files are removed relative to
 them), so a directory swapped for a symlink after the scan cannot lead a removal outside the root; a file
@@ -29,6 +31,10 @@ from dataclasses import dataclass, field
 
 FINAL_SUFFIX = ".data"
 TEMP_SUFFIX = ".tmp"
+# The warm-up's pin files, one per warmed prefix, directly inside a namespace directory.
+PIN_DIR = ".kvtier-warm"
+# A warmed prefix's name (cache.warmup.prefixes.<model>.<name>), also its pin file's name: never a path.
+PREFIX_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 # A final chunk of vLLM's fs tier, relative to its root (the namespace directory).
 NATIVE_CHUNK = re.compile(r"[^/]+_[0-9a-f]{12}_r[0-9]+/[0-9a-f]{3}/[0-9a-f]{2}_g[0-9]+/[0-9a-f]+\.bin")
 # The umbrella's L2 namespace directories (kv-tiered-inference.l2Namespace): a DNS-label model name, a dot,
@@ -140,11 +146,15 @@ def _count(
     if dead:
         held = result.dead.setdefault(namespace, Namespace())
         held.files.append(chunk)
-        held.newest_use_ns = max(held.newest_use_ns, chunk.last_use_ns)
+        # Reading a pin file (l2_evict does, every run) moves its atime: only its write is a use.
+        used_ns = chunk.mtime_ns if relative.startswith(PIN_DIR + "/") else chunk.last_use_ns
+        held.newest_use_ns = max(held.newest_use_ns, used_ns)
         result.dead_bytes += chunk.size
     elif is_chunk_dir and is_chunk_file(relative):
         result.chunks.append(chunk)
         result.chunk_bytes += chunk.size
+    elif namespace and is_chunk_dir and relative.startswith(PIN_DIR + "/"):
+        result.other_bytes += chunk.size  # pin files: kept, and not a write in flight
     elif relative.endswith(TEMP_SUFFIX) or not is_chunk_dir or "/" in relative:
         # LMCache's temp files, its relative tmp dir, and any directory that is not a namespace: writes
         # in flight or someone else's files, counted and never touched.

@@ -66,6 +66,19 @@ declare(
     remedy="give every static worker kvEvents: tcp://host:<engine.kvEventsPort>, or use prefixaware routing",
 )
 declare(
+    "warmup-target",
+    reason="the warm-up Job sends prefixes to the engine pods behind the Service the chart renders and "
+    "waits for their chunks on the shared L2 claim: on target hyperpod the operator renders the engines, "
+    "and without L2 each replica's cache is its own, so there is nothing shared to warm",
+    remedy="leave cache.warmup.prefixes empty on target hyperpod or with cache.l2.enabled: false",
+)
+declare(
+    "warmup-model",
+    reason="the warm-up lists prefixes per model by models[].name: a key that names no model, or a model "
+    "with 0 replicas, has no replica to send them through, so the hook would wait out its timeout",
+    remedy="key cache.warmup.prefixes by a models[].name that has replicas, or remove the key",
+)
+declare(
     "hyperpod-patch-api",
     reason="the L2 volume reaches the operator's Deployments through a MutatingAdmissionPolicy (or Kyverno): "
     "without the API the chart would install an endpoint whose pods never mount the L2",
