@@ -186,3 +186,36 @@ def test_bad_arguments_exit_2_with_a_json_reason(tmp_path: Path, capsys, extra: 
     assert l2_warm.main(argv) == l2_warm.USAGE
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result["check"] == "l2-warm" and not result["ok"] and result["summary"]
+
+
+def test_prefixes_not_started_before_the_timeout_are_reported_not_attempted() -> None:
+    """Past --timeout no prefix is started (nothing is sent: the replicas here are closed ports), so the
+    Job reports instead of being killed by its activeDeadlineSeconds with no report."""
+    closed = [f"http://127.0.0.1:{closed_port()}", f"http://127.0.0.1:{closed_port()}"]
+    settings = l2_warm.Settings("m", 256, None, False, 1.0, 1.0, log=lambda _line: None)
+    settings.deadline = time.monotonic() - 1
+    outcomes, _ = l2_warm.warm(
+        [l2_warm.Prefix("a", text="x"), l2_warm.Prefix("b", text="y")], closed, settings
+    )
+    assert [(o.prefix, o.problem) for o in outcomes] == [
+        ("a", "not attempted: the warm-up's timeout passed before it"),
+        ("b", "not attempted: the warm-up's timeout passed before it"),
+    ]
+    settings.deadline = None
+    (tried,), _ = l2_warm.warm([l2_warm.Prefix("a", text="x")], closed, settings)
+    assert "connection refused" in tried.problem, tried.problem
+
+
+def test_a_pin_keeps_the_earlier_files_of_the_same_prefix_that_are_still_there(tmp_path: Path) -> None:
+    """LMCache writes only the chunks it lacks: a partly cached prefix's new files join those its earlier
+    pin named, minus any evicted since; another prefix under the same name starts afresh."""
+    prefix = l2_warm.Prefix("support", text="x")
+    for name in ("a.data", "b.data"):
+        (tmp_path / name).write_bytes(b"x")
+    l2_warm.write_pin(str(tmp_path), "support", {"a.data", "gone.data"}, [1, 2], None)
+    assert l2_warm._pin(str(tmp_path), prefix, [1, 2], {"b.data"}) == 2
+    assert l2_warm.read_pin(str(tmp_path), "support")["files"] == ["a.data", "b.data"]
+    assert l2_warm._pin(str(tmp_path), prefix, [1, 2], set()) == 2  # a re-run writes nothing
+    assert l2_warm._pin(str(tmp_path), prefix, [9], {"b.data"}) == 1  # the text changed
+    assert l2_warm.read_pin(str(tmp_path), "support")["files"] == ["b.data"]
+    assert l2_warm._pin(str(tmp_path / "empty"), prefix, [1, 2], set()) is None

@@ -275,11 +275,13 @@ def wait_written(directory: str, before: set[str], chunks: int, timeout_s: float
     (LMCache stores after the response, off the request path); what there is at the timeout otherwise."""
     deadline = time.monotonic() + timeout_s
     while True:
+        started = time.monotonic()
         present, temps = namespace_files(directory)
         new = present - before
         if (len(new) >= chunks and temps == 0) or time.monotonic() >= deadline:
             return new
-        time.sleep(POLL_S)
+        # A large namespace on a FUSE mount takes a while to list: never list more than half the time.
+        time.sleep(max(POLL_S, time.monotonic() - started))
 
 
 def digest(tokens: list[int], salt: str | None) -> str:
@@ -364,6 +366,7 @@ class Settings:
     write_timeout_s: float
     request_timeout_s: float
     log: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr, flush=True))
+    deadline: float | None = None  # time.monotonic() after which no prefix is started (--timeout)
 
 
 def warm_one(prefix: Prefix, writer: str, verifier: str | None, settings: Settings) -> Outcome:
@@ -427,7 +430,7 @@ def warm_one(prefix: Prefix, writer: str, verifier: str | None, settings: Settin
             else:
                 outcome.problem = _not_loaded(outcome, whole, connector, l0)
     if settings.pin and directory:
-        outcome.pinned = _pin(directory, prefix, tokens, new, outcome)
+        outcome.pinned = _pin(directory, prefix, tokens, new)
     return outcome
 
 
@@ -456,15 +459,18 @@ def _not_loaded(outcome: Outcome, whole: int, connector: int, l0: int) -> str:
     return f"{outcome.verifier} loaded {connector} of {whole} tokens from the shared tier (L0 {l0}): {why}"
 
 
-def _pin(directory: str, prefix: Prefix, tokens: list[int], new: set[str], outcome: Outcome) -> int | None:
-    """Pin the files this warm-up wrote; a prefix cached before keeps the pin written with it, if any."""
-    if new:
-        write_pin(directory, prefix.name, new, tokens, prefix.cache_salt)
-        return len(new)
+def _pin(directory: str, prefix: Prefix, tokens: list[int], new: set[str]) -> int | None:
+    """Pin the files this warm-up wrote, with those an earlier pin of the same prefix named and that are
+    still there (LMCache writes only the chunks it does not hold, so a partly cached prefix adds a few)."""
     old = read_pin(directory, prefix.name)
+    kept: set[str] = set()
     if old is not None and old.get("digest") == digest(tokens, prefix.cache_salt):
-        return len(old.get("files") or [])
-    return None  # its files are not known: written before any warm-up listed it
+        listed = [name for name in old.get("files") or [] if isinstance(name, str)]
+        kept = {name for name in listed if os.path.isfile(os.path.join(directory, name))}
+    if new:
+        write_pin(directory, prefix.name, new | kept, tokens, prefix.cache_salt)
+        return len(new | kept)
+    return len(kept) if old is not None and kept else None  # None: written before any warm-up listed it
 
 
 # --- The run ---------------------------------------------------------------------------------------
@@ -475,7 +481,11 @@ def warm(prefixes: list[Prefix], replicas: list[str], settings: Settings) -> tup
     writer, verifier = replicas[0], (replicas[1] if len(replicas) > 1 else None)
     outcomes = []
     for prefix in prefixes:
-        outcome = warm_one(prefix, writer, verifier, settings)
+        if settings.deadline is not None and time.monotonic() >= settings.deadline:
+            # Report what was not tried rather than be killed by the Job's deadline with no report.
+            outcome = Outcome(prefix.name, problem="not attempted: the warm-up's timeout passed before it")
+        else:
+            outcome = warm_one(prefix, writer, verifier, settings)
         settings.log(line(outcome))
         outcomes.append(outcome)
     stale = []
@@ -545,7 +555,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--chunk-tokens", type=int, required=True, help="the KV connector's chunk size")
     parser.add_argument("--pin", action="store_true", help="record the written files for eviction to keep")
     parser.add_argument("--on-failure", choices=("fail", "warn"), default="fail")
-    parser.add_argument("--timeout", type=float, default=900.0, help="seconds for the whole warm-up")
+    parser.add_argument(
+        "--timeout", type=float, default=900.0, help="seconds to wait for replicas and start prefixes"
+    )
     parser.add_argument("--write-timeout", type=float, default=120.0, help="seconds for a prefix's chunks")
     parser.add_argument("--request-timeout", type=float, default=300.0, help="seconds per request")
     parser.add_argument("--termination-log", default=TERMINATION_LOG, help=argparse.SUPPRESS)
@@ -569,7 +581,7 @@ def main(argv: list[str] | None = None) -> int:
         prefixes = load_prefixes(args.prefixes)
     except WarmError as error:
         return _stop(str(error), USAGE, args)
-    deadline = time.monotonic() + args.timeout
+    settings.deadline = deadline = time.monotonic() + args.timeout
     find = (lambda: resolve(args.service, args.port)) if args.service else (lambda: list(args.replica))
     try:
         replicas = wait_for_replicas(find, args.min_replicas, deadline, settings.log)
