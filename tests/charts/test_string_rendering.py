@@ -4,7 +4,8 @@ A values file that says `name: "2"` gives the chart the string "2"; a template t
 `quote` writes `name: 2`, which the API server refuses for a string field (`expected string, got
 &value.valueUnstructured{Value:2}`: the differential test of `kvtier validate` found a token Secret's name
 doing that). The test walks the umbrella schema (Curvine's values included) for every free-text string
-key, sets it alone to a number-like string over values/staging.yaml and values/hyperpod-g6e-4xlarge.yaml,
+key, sets it alone to a number-like string over values/staging.yaml, values/hyperpod-g6e-4xlarge.yaml and
+values/prod-autoscaled-g6e-4xlarge.yaml (monitors on),
 renders with the pinned Helm 3, and looks for that number as a YAML number anywhere in the objects. Only
 fields whose Kubernetes type takes a number too (quantities, int-or-string ports) may carry one.
 """
@@ -23,7 +24,12 @@ from kvtier import paths
 from kvtier import schema as schema_source
 
 NUMBER = "7654321"
-BASES = (paths.VALUES / "staging.yaml", paths.VALUES / "hyperpod-g6e-4xlarge.yaml")
+# prod-autoscaled renders what the others leave off (KEDA, the monitors, Curvine's ServiceMonitor included).
+BASES = (
+    paths.VALUES / "staging.yaml",
+    paths.VALUES / "hyperpod-g6e-4xlarge.yaml",
+    paths.VALUES / "prod-autoscaled-g6e-4xlarge.yaml",
+)
 # Kubernetes fields whose type is a quantity or an int-or-string: a number there is what the API takes.
 NUMERIC_FIELDS = {"cpu", "memory", "storage", "ephemeral-storage", "sizeLimit", "port", "targetPort"}
 NUMERIC_PARENTS = {"requests", "limits", "capacity", "hard"}
