@@ -21,6 +21,8 @@ def load(path: Path) -> list[l2_warm.Prefix]:
         data = yaml.safe_load(path.read_text())
     except OSError as error:
         raise UserError(f"--prefixes {path}: {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise UserError(f"--prefixes {path}: not UTF-8 text (expected a YAML map of prefixes)") from None
     except yaml.YAMLError as error:
         raise UserError(f"--prefixes {path}: not YAML ({error})") from None
     if not isinstance(data, dict) or not data:
