@@ -107,8 +107,8 @@ def test_tensor_parallel_above_one_is_refused_on_cpu() -> None:
 NATIVE = {"cache.backend": "vllm-native", "cache.hashAlgorithm": "sha256"}
 
 
-def native_namespaces(set_values: dict[str, Any] | None = None) -> dict[str, str]:
-    """Model name -> the namespace directory its vLLM fs tier is rooted in (cache.backend vllm-native)."""
+def native_tiers(set_values: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """Model name -> the fs tier its engines render (cache.backend vllm-native)."""
     docs = render_docs("kv-tiered-inference", values=[CPU], set_values={**NATIVE, **(set_values or {})})
     result = {}
     for deployment in find(docs, "Deployment"):
@@ -117,9 +117,17 @@ def native_namespaces(set_values: dict[str, Any] | None = None) -> dict[str, str
             continue
         transfer = yaml.safe_load(args[args.index("--kv-transfer-config") + 1])
         [tier] = transfer["kv_connector_extra_config"]["secondary_tiers"]
+        result[deployment["metadata"]["labels"]["kv-tiered-inference/model"]] = tier
+    return result
+
+
+def native_namespaces(set_values: dict[str, Any] | None = None) -> dict[str, str]:
+    """Model name -> the namespace directory its vLLM fs tier is rooted in (cache.backend vllm-native)."""
+    result = {}
+    for model, tier in native_tiers(set_values).items():
         root = Path(tier["root_dir"])
         assert root.parent == Path("/mnt/l2cache"), root
-        result[deployment["metadata"]["labels"]["kv-tiered-inference/model"]] = root.name
+        result[model] = root.name
     return result
 
 
@@ -140,6 +148,17 @@ def test_the_native_backend_has_namespaces_of_its_own() -> None:
 )
 def test_every_native_validity_input_changes_the_namespace(key: str, value: Any) -> None:
     assert native_namespaces({key: value}) != native_namespaces()
+
+
+def test_native_sealed_chunk_files_have_a_tier_and_a_namespace_of_their_own() -> None:
+    """cache.l2.integrity with vllm-native: the chart's sealed tier (l2_native.py, a trailer page per file)
+    in a namespace of its own; off, vLLM's own `fs` tier in the namespace of before 0.9."""
+    sealed, plain = native_tiers(), native_tiers({"cache.l2.integrity": False})
+    assert {(t["type"], t.get("module_path")) for t in sealed.values()} == {
+        ("KvtierSealedFsTier", "l2_native")
+    }
+    assert {(t["type"], t.get("module_path")) for t in plain.values()} == {("fs", None)}
+    assert native_namespaces() != native_namespaces({"cache.l2.integrity": False})
 
 
 def test_sealed_chunk_files_have_a_namespace_of_their_own() -> None:

@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 
 from harness.engine import native_keys
+from kvtier import waiting
 from kvtier.engine_rig import rig as engine_rig
 from kvtier.engine_rig import tiers
 from kvtier.plan import capacity
-from kvtier.podscripts import kvcheck
+from kvtier.podscripts import kvcheck, l2_integrity
 
 pytestmark = pytest.mark.tiered_rig(tiers.NATIVE)
 
@@ -127,6 +128,56 @@ def test_a_removed_fs_tier_file_is_a_clean_recompute(
         path.unlink()  # what the eviction CronJob does
     gone = tiers.ask(native, 1, prompt, "fs-tier files removed (replica 1)")
     assert gone.hit_tokens == 0 and gone.text == first.text
+
+
+def native_seal_problem(path: Path, root: Path) -> str | None:
+    """Why the fs-tier file at `path` is not sealed for its own name below `root` (None: it is): the KV
+    is all but the last page (l2_integrity's layout for the native tier)."""
+    data = path.read_bytes()
+    kv, page = data[: -l2_integrity.PAGE_BYTES], data[-l2_integrity.PAGE_BYTES :]
+    return l2_integrity.page_problem(str(path.relative_to(root)), kv, page)
+
+
+def test_the_fs_tier_is_the_charts_sealed_one(crossed: dict[str, Any], native: tiers.TieredRig) -> None:
+    """cache.l2.integrity (values/cpu.yaml leaves the default on): vLLM loads the chart's sealed tier by
+    module_path, and every chunk file it wrote carries its trailer page."""
+    assert native.engine is not None and native.l2_dir is not None
+    transfer = json.loads(native.engine.args[native.engine.args.index("--kv-transfer-config") + 1])
+    [tier] = transfer["kv_connector_extra_config"]["secondary_tiers"]
+    assert (tier["type"], tier["module_path"]) == ("KvtierSealedFsTier", "l2_native")
+    assert [native_seal_problem(f, native.l2_dir) for f in crossed["files"]] == [None] * len(crossed["files"])
+
+
+def test_a_chunk_changed_in_place_is_a_miss_and_the_next_store_heals_it(
+    crossed: dict[str, Any], native: tiers.TieredRig
+) -> None:
+    """The damage vLLM's own fs reader loads as KV (test_native_integrity.py): replica 1 refuses the changed
+    chunk, answers as replica 0 did, logs the file, and its store of the recomputed chunk seals a good file
+    under the same name."""
+    del crossed
+    assert native.l2_dir is not None
+    prompt = kvcheck.long_prompt(1300) + " changed in place"
+    tokens = tiers.prompt_tokens(native.started[0].url, prompt)
+    before = set(native.chunk_files())
+    first = tiers.ask(native, 0, prompt, "fresh prompt on replica 0")
+    written = sorted(set(native.wait_for_chunks(len(before) + tokens // native.chunk_size)) - before)
+    changed = written[len(written) // 2]
+    data = bytearray(changed.read_bytes())
+    middle = len(data) // 3  # inside the KV, not the trailer page
+    data[middle : middle + 64] = bytes(b ^ 0xFF for b in data[middle : middle + 64])
+    changed.write_bytes(bytes(data))
+    second = tiers.ask(native, 1, prompt, "a chunk changed in place (replica 1)")
+    assert second.text == first.text, "the answer after a refused chunk differs from replica 0's"
+    assert second.hit_tokens < tokens // 256 * 256, "the changed chunk was loaded"
+    log = native.started[1].log.read_text(errors="replace")
+    assert f"{changed} failed verification (mismatch), served as a miss and removed" in log
+    waiting.wait_until(  # replica 1 stores the chunk it recomputed: a sealed file under the same name
+        lambda: native_seal_problem(changed, native.l2_dir) is None,
+        deadline=waiting.deadline_in(30),
+        fail=lambda last: AssertionError(f"{changed.name} was not stored again after it was refused{last}"),
+        tolerate=(FileNotFoundError,),
+        interval=0.2,
+    )
 
 
 def test_helm_tests_crosspod_check_passes_on_the_rendered_engines(

@@ -283,7 +283,9 @@ def test_vllm_accepts_the_rendered_args(verdicts: dict[str, list[dict[str, Any]]
         assert (extra["spec_name"], extra["block_size"]) == ("TieringOffloadingSpec", 256)
         assert extra["cpu_bytes_to_use"] == 86 * 2**30  # L1 auto: 110Gi - 8Gi /dev/shm - 16Gi headroom
         [tier] = extra["secondary_tiers"]
-        assert tier["type"] == "fs" and tier["root_dir"].startswith("/mnt/curvine/l2cache/qwen2-7b."), tier
+        # cache.l2.integrity (the default): the chart's sealed fs tier, resolved and bound by vLLM's factory
+        assert (tier["type"], tier["module_path"]) == ("KvtierSealedFsTier", "l2_native"), tier
+        assert tier["root_dir"].startswith("/mnt/curvine/l2cache/qwen2-7b."), tier
 
 
 @pytest.mark.parametrize("name", sorted({**REFUSED, **NATIVE_REFUSED}))

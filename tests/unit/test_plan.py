@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -302,14 +303,15 @@ def _odd_model() -> capacity.ModelSpec:
 @pytest.mark.parametrize(
     ("backend", "chunk", "expected"),
     [
-        ("vllm-native", 16, 8192),  # 16 x 320 = 5,120 B, rounded up to the 4 KiB page
-        ("vllm-native", 256, 81_920),  # 256 x 320 is a page multiple already
+        ("vllm-native-unsealed", 16, 8192),  # 16 x 320 = 5,120 B, rounded up to the 4 KiB page
+        ("vllm-native-unsealed", 256, 81_920),  # 256 x 320 is a page multiple already
+        ("vllm-native", 16, 8192 + 4096),  # the sealed tier's trailer page (l2_native.py)
         ("lmcache", 16, 16 * 320 + 28 + 24),  # LMCache's 28-byte header and the integrity trailer
         ("lmcache-unsealed", 16, 16 * 320 + 28),  # cache.l2.integrity off: LMCache's file as it writes it
     ],
 )
 def test_chunk_files_by_backend(backend: str, chunk: int, expected: int) -> None:
-    sealed = backend != "lmcache-unsealed"
+    sealed = not backend.endswith("-unsealed")
     d = capacity.Deployment(
         model=_odd_model(),
         dtype_bytes=2,
@@ -334,7 +336,10 @@ def test_native_tiers_hold_whole_page_aligned_chunks() -> None:
     )
     caps = capacity.capacities(d)
     slots = GIB // 8192  # one 8 KiB slot per 16-token chunk, as vLLM's CPU tier counts them
-    assert caps["L1"]["tokens"] == caps["L2"]["tokens"] == slots * 16
+    assert caps["L1"]["tokens"] == slots * 16
+    assert caps["L2"]["tokens"] == GIB // (8192 + 4096) * 16  # sealed files: a trailer page more each
+    unsealed = capacity.capacities(replace(d, sealed=False))
+    assert unsealed["L1"]["tokens"] == unsealed["L2"]["tokens"] == slots * 16
     lmcache = capacity.capacities(
         capacity.Deployment(model=_odd_model(), dtype_bytes=2, kv_dtype_bytes=2, l1_gib=1, chunk=16)
     )
@@ -371,4 +376,5 @@ def test_values_choose_the_backend(capsys: pytest.CaptureFixture[str]) -> None:
     ]
     assert main(flags) == 0
     [model] = json.loads(capsys.readouterr().out)["models"]
-    assert model["backend"] == "vllm-native" and model["chunk_file_bytes"] == 16 * 57_344
+    # sealed by default (cache.l2.integrity): the KV (a page multiple here) and one trailer page
+    assert model["backend"] == "vllm-native" and model["chunk_file_bytes"] == 16 * 57_344 + 4096

@@ -346,13 +346,21 @@ def test_sidecars_without_ports_need_no_probes() -> None:
     assert catalogue.run_manifests(ManifestsContext(manifests, "kv"), "f", only=["policy-probes"]) == []
 
 
+SEALED_TIER = {"type": "KvtierSealedFsTier", "module_path": "l2_native"}  # cache.l2.integrity's fs tier
+
+
 def _native_engine(
-    name: str, model: str, root: str, block: int = 256, algo: str = "sha256"
+    name: str,
+    model: str,
+    root: str,
+    block: int = 256,
+    algo: str = "sha256",
+    tier: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """An engine with vLLM's native offloading as the chart renders it (the relevant arguments only)."""
     engine = _engine(name)
     extra = {"spec_name": "TieringOffloadingSpec", "block_size": block, "cpu_bytes_to_use": 1 << 30}
-    extra["secondary_tiers"] = [{"type": "fs", "root_dir": root}]
+    extra["secondary_tiers"] = [{**(tier or {"type": "fs"}), "root_dir": root}]
     transfer = {
         "kv_connector": "OffloadingConnector",
         "kv_role": "kv_both",
@@ -378,6 +386,13 @@ def test_crosspod_rendered_reads_the_native_offloading_config() -> None:
     assert any("disagree on the native offloading" in m and "xxhash" in m for m in hashes)
     shared = run([a, _native_engine("b", "m/b", "/l2/a.0123456789ab")])
     assert any("share the fs tier directory /l2/a.0123456789ab" in m for m in shared)
+    sealed = run([a, _native_engine("b", "m/b", "/l2/a.0123456789ab", tier=SEALED_TIER)])
+    assert any("share the fs tier directory /l2/a.0123456789ab" in m for m in sealed)
+    other = {
+        "type": "KvtierSealedFsTier",
+        "module_path": "elsewhere",
+    }  # not the chart's: no fs directory known
+    assert run([a, _native_engine("b", "m/b", "/l2/a.0123456789ab", tier=other)]) == []
     broken = _engine("c")
     broken["spec"]["template"]["spec"]["containers"][0]["args"] += ["--kv-transfer-config", "{oops"]
     assert any("--kv-transfer-config is not JSON" in m for m in run([broken]))

@@ -96,6 +96,10 @@ its own version or (for layouts it calls parallelism-agnostic) TP: those stay he
 {{- if eq (include "kv-tiered-inference.backend" $v) "vllm-native" -}}
 {{- $_ := set $identity "backend" "vllm-native" -}}
 {{- $_ := set $identity "vllm" (toString $v.cache.vllmVersion) -}}
+{{- /* Sealed native files (a trailer page each, l2_native.py): a namespace of their own, as LMCache's. */ -}}
+{{- if include "kv-tiered-inference.nativeSealedTier" .root -}}
+{{- $_ := set $identity "chunkFiles" "sealed" -}}
+{{- end -}}
 {{- else -}}
 {{- $_ := set $identity "lmcache" (toString $v.cache.lmcacheVersion) -}}
 {{- /* Sealed files (cache.l2.integrity) get a namespace of their own: the verifying engines would refuse
@@ -203,7 +207,9 @@ recorder is an LMCache storage plugin; each backend names its prefix hash functi
 {{/*
 `--kv-transfer-config` of one model with the native backend: vLLM's OffloadingConnector with its tiering spec,
 a CPU tier of L1's size (cpu_bytes_to_use) and, with L2, one `fs` tier rooted in the model's L2 namespace.
-`block_size` is the chunk in tokens (cache.chunkSize). `engine_id` names the CPU tier's region in /dev/shm
+`block_size` is the chunk in tokens (cache.chunkSize). With cache.l2.integrity the fs tier is the bundle's sealed
+one (l2_native.py, vLLM's fs tier whose files carry a checksum page), loaded by vLLM from the podscripts
+ConfigMap by `module_path`. `engine_id` names the CPU tier's region in /dev/shm
 (`vllm_offload_<engine_id>.mmap`): vLLM draws a new one per start and leaves the region of a killed process
 behind, and /dev/shm outlives a container restart, so a fixed per-pod id makes the restarted engine take the
 old region over instead of failing for lack of room. Input: dict "root" $ "model" <models[] entry>.
@@ -212,7 +218,12 @@ old region over instead of failing for lack of room. Input: dict "root" $ "model
 {{- $cache := .root.Values.cache -}}
 {{- $extra := dict "spec_name" "TieringOffloadingSpec" "cpu_bytes_to_use" (include "kv-tiered-inference.l1Bytes" . | int64) "block_size" (int $cache.chunkSize) -}}
 {{- if $cache.l2.enabled -}}
-{{- $_ := set $extra "secondary_tiers" (list (dict "type" "fs" "root_dir" (include "kv-tiered-inference.l2Dir" .))) -}}
+{{- $tier := dict "type" "fs" "root_dir" (include "kv-tiered-inference.l2Dir" .) -}}
+{{- if include "kv-tiered-inference.nativeSealedTier" .root -}}
+{{- $_ := set $tier "type" "KvtierSealedFsTier" -}}
+{{- $_ := set $tier "module_path" "l2_native" -}}
+{{- end -}}
+{{- $_ := set $extra "secondary_tiers" (list $tier) -}}
 {{- end -}}
 {{- toJson (dict "kv_connector" "OffloadingConnector" "kv_role" "kv_both" "kv_load_failure_policy" ($cache.kvLoadFailurePolicy | default "recompute") "engine_id" "$(POD_NAME)" "kv_connector_extra_config" $extra) -}}
 {{- end -}}
@@ -294,13 +305,25 @@ or to record hits; standalone target, LMCache, L2 on.
 {{- if and (eq .Values.target "standalone") $l2.enabled (include "kv-tiered-inference.lmcacheEnabled" .) (or $l2.integrity (include "kv-tiered-inference.recordHits" .)) -}}true{{- end -}}
 {{- end -}}
 
-{{/* "true" when the engines import a module from the podscripts ConfigMap (the salt connector, the L2 plugin). */}}
-{{- define "kv-tiered-inference.enginePodscripts" -}}
-{{- if or (include "kv-tiered-inference.saltConnector" .) (include "kv-tiered-inference.l2Plugin" .) -}}true{{- end -}}
+{{/*
+"true" when vLLM's native offloading writes L2 through the bundle's sealed fs tier (l2_native.py):
+cache.l2.integrity with backend vllm-native and L2 on (the native backend is standalone only).
+*/}}
+{{- define "kv-tiered-inference.nativeSealedTier" -}}
+{{- if and (include "kv-tiered-inference.nativeEnabled" .) .Values.cache.l2.enabled .Values.cache.l2.integrity -}}true{{- end -}}
 {{- end -}}
 
 {{/*
-Where the engines import the salt connector and the L2 plugin from (the podscripts ConfigMap).
+"true" when the engines import a module from the podscripts ConfigMap (the salt connector, the L2 plugin, the
+sealed native tier).
+*/}}
+{{- define "kv-tiered-inference.enginePodscripts" -}}
+{{- if or (include "kv-tiered-inference.saltConnector" .) (include "kv-tiered-inference.l2Plugin" .) (include "kv-tiered-inference.nativeSealedTier" .) -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+Where the engines import the salt connector, the L2 plugin and the sealed native tier from (the podscripts
+ConfigMap).
 */}}
 {{- define "kv-tiered-inference.podscriptsMountPath" -}}/opt/kvtier/podscripts{{- end -}}
 

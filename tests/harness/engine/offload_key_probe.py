@@ -33,6 +33,8 @@ from vllm.v1.kv_offload.factory import OffloadingSpecFactory
 from vllm.v1.kv_offload.tiering.factory import SecondaryTierFactory
 
 offloading_config = load("offload_stand_in").offloading_config
+# The engine pods import the chart's sealed fs tier (cache.l2.integrity) from the podscripts ConfigMap.
+sys.path.append(str(Path(__file__).resolve().parents[3] / "charts/kv-tiered-inference/files/podscripts"))
 
 
 def files_of(case: dict[str, Any]) -> dict[str, Any]:
@@ -56,7 +58,7 @@ def files_of(case: dict[str, Any]) -> dict[str, Any]:
     tiers = [
         SecondaryTierFactory.create_secondary_tier(dict(tier), view, spec)
         for tier in spec.secondary_tier_configs
-        if tier.get("type") == "fs"
+        if "root_dir" in tier  # vLLM's `fs` tier, or the chart's sealed one built on it (same file names)
     ]
     try:
         hash_fn = get_hash_fn_by_name(case["hash_algorithm"])

@@ -22,6 +22,7 @@ import yaml
 
 from kvtier import helm, helmyaml, paths
 from kvtier.engine_rig.errors import RigError
+from kvtier.podscripts import l2_native
 
 CHART = paths.CHARTS / "kv-tiered-inference"
 LMCACHE_CONFIG_DIR = "/etc/lmcache"  # where engine-deployment.yaml mounts the model's LMCache ConfigMap
@@ -149,7 +150,7 @@ def _remap_fs_tier(args: list[str], table: dict[str, Path]) -> str | None:
     tiers = (transfer.get("kv_connector_extra_config") or {}).get("secondary_tiers") or []
     roots = []
     for tier in tiers:
-        if tier.get("type") == "fs":
+        if l2_native.is_fs_tier(tier):
             tier["root_dir"] = _remap(str(tier["root_dir"]), table)
             roots.append(tier["root_dir"])
     if not roots:

@@ -230,7 +230,7 @@ class Deployment:
     l2_usable: float = 1.0  # eviction high watermark
     chunk: int = 256
     backend: str = "lmcache"  # cache.backend: lmcache | vllm-native
-    sealed: bool = True  # cache.l2.integrity: LMCache's chunk files carry the integrity trailer (the default)
+    sealed: bool = True  # cache.l2.integrity: chunk files carry the integrity trailer (the default)
     notes: list[str] = field(default_factory=list)
 
 
@@ -241,15 +241,20 @@ LMCACHE_FILE_HEADER_BYTES = 28
 
 def chunk_file_bytes(d: Deployment) -> int:
     """Bytes of one L2 file (one chunk): LMCache's header + KV (+ the integrity trailer when sealed), or
-    vLLM's page-aligned chunk."""
+    vLLM's page-aligned chunk (+ the sealed tier's trailer page)."""
     bpt = d.model.kv_bytes_per_token(d.kv_dtype_bytes)
     if d.backend == "vllm-native":
-        return vllm_offload.chunk_file_bytes(d.chunk, bpt)
+        return native_slot_bytes(d) + (l2_integrity.PAGE_BYTES if d.sealed else 0)
     return d.chunk * bpt + LMCACHE_FILE_HEADER_BYTES + (l2_integrity.TRAILER_BYTES if d.sealed else 0)
 
 
-def _whole_chunk_tokens(nbytes: float, d: Deployment) -> float:
-    return (nbytes // chunk_file_bytes(d)) * d.chunk
+def native_slot_bytes(d: Deployment) -> int:
+    """Bytes of one chunk slot of the native backend's CPU tier: the chunk's KV rounded up to the page."""
+    return vllm_offload.chunk_file_bytes(d.chunk, d.model.kv_bytes_per_token(d.kv_dtype_bytes))
+
+
+def _whole_chunk_tokens(nbytes: float, chunk_bytes: int, d: Deployment) -> float:
+    return (nbytes // chunk_bytes) * d.chunk
 
 
 def capacities(d: Deployment) -> dict[str, dict[str, float]]:
@@ -264,9 +269,9 @@ def capacities(d: Deployment) -> dict[str, dict[str, float]]:
         "L2": d.l2_gib * GIB * d.l2_usable,
     }
     tokens = {tier: b / bpt for tier, b in tiers.items()}
-    tokens["L2"] = _whole_chunk_tokens(tiers["L2"], d)
+    tokens["L2"] = _whole_chunk_tokens(tiers["L2"], chunk_file_bytes(d), d)
     if d.backend == "vllm-native":
-        tokens["L1"] = _whole_chunk_tokens(tiers["L1"], d)
+        tokens["L1"] = _whole_chunk_tokens(tiers["L1"], native_slot_bytes(d), d)
     return {tier: {"bytes": b, "tokens": tokens[tier]} for tier, b in tiers.items()} | {
         "weights": {"bytes": weights, "tokens": 0.0}
     }

@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -49,18 +47,6 @@ def _option(extra: dict[str, Any], name: str, default: Any) -> Any:
 def _flag(value: Any) -> bool:
     """LMCache's YAML loader keeps YAML booleans; a quoted "false" must not turn verification on."""
     return value if isinstance(value, bool) else str(value).strip().lower() in ("1", "true", "yes", "on")
-
-
-class Rejections:
-    """Chunks that failed verification, by reason (l2_integrity's words), in this process."""
-
-    def __init__(self) -> None:
-        self.counts: Counter[str] = Counter()
-        self._lock = threading.Lock()
-
-    def add(self, reason: str) -> None:
-        with self._lock:
-            self.counts[reason] += 1
 
 
 def read_sealed(
@@ -135,7 +121,7 @@ def _build_connector_class() -> type:
             self.verify = _flag(_option(extra, "verify", False))
             interval = _option(extra, "hit_interval_s", None)
             self.hit_recorder = l2_hits.HitRecorder(float(interval)) if interval is not None else None
-            self.rejections = Rejections()
+            self.rejections = l2_integrity.Rejections()
             if self.verify and not self.save_chunk_meta:
                 raise ValueError(
                     f"{PLUGIN_NAME}: verify needs LMCache's chunk header (extra_config save_chunk_meta "

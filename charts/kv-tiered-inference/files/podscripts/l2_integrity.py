@@ -12,20 +12,44 @@ to every file it writes and checks it on every read. The key is hashed too, so a
 chunk's name does not pass. LMCache's own reader reads the header and exactly the KV length the header
 gives, so it still reads sealed files (a rolling upgrade mixes both). BLAKE3 because vLLM and LMCache both
 depend on it (it is in every engine image) and it hashes at several GiB/s on one core, releasing the GIL.
+
+vLLM's native fs tier writes a chunk as its raw KV, page-aligned, with O_DIRECT, and reads it the same way;
+the bundle's sealed tier (l2_native.py) appends one page instead of 24 bytes, so both parts stay aligned:
+
+    MAGIC (8 bytes) + BLAKE3(len(name) + name + KV) truncated to 16 bytes, zero-filled to PAGE_BYTES
+
+where `name` is the file's path below the tier's root_dir. vLLM's own fs reader reads exactly the KV's
+length, so it still reads sealed files.
 """
 
 from __future__ import annotations
 
+import threading
+from collections import Counter
 from typing import Any
 
 MAGIC = b"kvtsum\x00\x01"  # format version in the last byte
 DIGEST_BYTES = 16
 TRAILER_BYTES = len(MAGIC) + DIGEST_BYTES
+# The native tier's trailer: one page, the O_DIRECT alignment of vLLM's fs tier (its chunk rows are pages).
+PAGE_BYTES = 4096
 
 # Why a read failed verification: the metric label and the log word.
 UNSEALED = "unsealed"  # exactly header + KV: written without integrity (before it was on, or elsewhere)
 MISMATCH = "mismatch"  # trailer present, bytes changed since they were sealed
 SHORT = "short"  # fewer bytes than the header says: cut short
+
+
+class Rejections:
+    """Chunks that failed verification, by reason (l2_integrity's words), in this process."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def add(self, reason: str) -> None:
+        with self._lock:
+            self.counts[reason] += 1
 
 
 def _digest(key: str, header: bytes, payload: Any) -> bytes:
@@ -54,3 +78,20 @@ def problem(key: str, header: bytes, payload: Any, tail: bytes) -> str | None:
     if len(tail) > TRAILER_BYTES or not tail.startswith(MAGIC):
         return MISMATCH
     return None if tail[len(MAGIC) :] == _digest(key, header, payload) else MISMATCH
+
+
+def page_trailer(name: str, payload: Any) -> bytes:
+    """The page to append after a native chunk's KV: the trailer of (name, no header, KV), zero-filled."""
+    return trailer(name, b"", payload).ljust(PAGE_BYTES, b"\0")
+
+
+def page_problem(name: str, payload: Any, page: bytes) -> str | None:
+    """None when `page` (what follows a native chunk's KV) seals exactly this name and KV; else why not, as
+    `problem` says. A trailer page whose fill is not all zeros is a MISMATCH: every byte is checked."""
+    if not page:
+        return UNSEALED
+    if len(page) < PAGE_BYTES:
+        return SHORT
+    if len(page) > PAGE_BYTES or page[TRAILER_BYTES:].count(0) != PAGE_BYTES - TRAILER_BYTES:
+        return MISMATCH
+    return problem(name, b"", payload, page[:TRAILER_BYTES])

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from kvtier.manifests import containers, pod_templates, subject
+from kvtier.podscripts import l2_native
 from kvtier.upstream import vllm_args
 from kvtier.validate.findings import LMCACHE
 from kvtier.validate.layers import configs
@@ -131,5 +132,5 @@ def _native_config(
     extra = config.get("kv_connector_extra_config") or {}
     seen.shared[who] = {k: extra.get(k) for k in NATIVE_SHARED_KEYS} | {"hash": view.value(NATIVE_HASH_FLAG)}
     for tier in extra.get("secondary_tiers") or []:
-        if isinstance(tier, dict) and tier.get("type") == "fs":
+        if l2_native.is_fs_tier(tier):
             seen.roots.setdefault(str(tier.get("root_dir")), set()).add(model)
