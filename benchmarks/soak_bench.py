@@ -10,7 +10,7 @@ chunks lost that policy did not evict, time to recover. `l2-full` and `l2-read-o
 L2 (root).
 
     .venv/bin/python benchmarks/soak_bench.py [--faults none,kill-engine,...] [--requests 40] [--qps 3]
-        [--out DIR]
+        [--out DIR] [--backend lmcache|vllm-native] [--no-integrity]
 
 About 8 minutes with the defaults on two cores (2026-12-04). Exit 1 when an answer was wrong, a chunk was
 lost, a fault could not be injected or a request failed that no killed replica explains; 2 when the rig
@@ -26,6 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from kvtier.engine_rig import tiers as tier_rig
 from kvtier.engine_rig.errors import RigError
 from kvtier.load import experiment, soak, soak_rig, workload
 
@@ -44,6 +45,12 @@ def main() -> int:
         action="store_true",
         help="cache.l2.integrity off: what changed chunks do without the check (wrong answers expected)",
     )
+    parser.add_argument(
+        "--backend",
+        choices=(tier_rig.LMCACHE, tier_rig.NATIVE),
+        default=tier_rig.LMCACHE,
+        help="cache.backend of the tiered replicas (vllm-native: vLLM's own CPU and fs tiers)",
+    )
     options = parser.parse_args()
     mix = workload.Mix(
         requests=options.requests, max_prompt_tokens=experiment.RIG_MAX_PROMPT, seed=options.seed
@@ -55,7 +62,7 @@ def main() -> int:
         with kept or tempfile.TemporaryDirectory(prefix="kvtier-soak-") as work:
             rows = soak_rig.run(
                 faults, mix, options.qps, Path(work), lambda line: print(line, file=sys.stderr),
-                integrity=not options.no_integrity,
+                integrity=not options.no_integrity, backend=options.backend,
             )  # fmt: skip
     except RigError as error:
         print(f"soak_bench: the rig could not run: {error}", file=sys.stderr)

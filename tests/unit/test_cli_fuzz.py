@@ -333,7 +333,11 @@ class Generator:
             if self.maybe(0.15):
                 case.add(flag, self.pick(NUMBERS))
         if self.maybe(0.1):
-            case.add(self.pick(["--no-integrity", "--replicas"]), *([] if self.maybe() else ["3"]))
+            flag = self.pick(["--no-integrity", "--replicas", "--backend"])
+            case.add(
+                flag,
+                *{"--replicas": ["3"], "--backend": [self.pick(["vllm-native", "lmcache"])]}.get(flag, []),
+            )
         self.output(case)
         return case
 

@@ -183,6 +183,7 @@ def test_the_driver_waits_for_the_clients_first_request_or_their_exit(tmp_path: 
         (["--rig", "--max-prompt-tokens", "0"], "--max-prompt-tokens (0)"),  # 0 is a value, not "unset"
         (["--rig", "--router-url", "http://127.0.0.1:1"], "leave out --router-url"),
         (["--replicas", "3"], "give --rig"),
+        (["--backend", "vllm-native"], "give --rig"),  # it shapes the rig: a release has its own backend
         (["--rig", "--replicas", "1"], "--replicas must be 2-4"),
     ],
 )

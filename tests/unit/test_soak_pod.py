@@ -100,6 +100,51 @@ def test_a_namespace_sent_away_comes_back_with_what_was_written_meanwhile(tmp_pa
     assert not directory.with_name(directory.name + soak_pod.AWAY).exists()
 
 
+NATIVE_DIR = "tiny_0123456789ab_r0/abc/de_g0"
+
+
+def native_namespace(tmp_path: Path) -> Path:
+    """vLLM's native fs tier's layout: chunk files two levels below the model folder, config.json beside."""
+    directory = tmp_path / "l2" / "tiny-llama.def"
+    (directory / NATIVE_DIR).mkdir(parents=True)
+    (directory / "tiny_0123456789ab_r0/config.json").write_text("{}")
+    for name in ("abcde1.bin", "abcde2.bin", "abcde3.bin_77.tmp"):
+        (directory / NATIVE_DIR / name).write_bytes(bytes(range(256)) * 4)
+    return directory
+
+
+def test_native_chunks_are_listed_damaged_and_brought_back_by_their_path(tmp_path: Path) -> None:
+    directory = native_namespace(tmp_path)
+    chunks = [f"{NATIVE_DIR}/abcde1.bin", f"{NATIVE_DIR}/abcde2.bin"]
+    assert in_pod("list", "--mount", str(directory))["names"] == chunks  # no temp file, no config.json
+    done = in_pod("damage", "--mount", str(directory), "--kind", "change-chunks", "--since-ns", "0")
+    assert done["name"] in chunks and (directory / done["name"]).stat().st_size == 1024
+    soak_pod.away(directory)
+    (directory / NATIVE_DIR).mkdir(parents=True)  # an engine wrote again meanwhile, in the same folders
+    (directory / NATIVE_DIR / "abcde9.bin").write_bytes(b"new")
+    (directory / NATIVE_DIR / "abcde1.bin").write_bytes(b"rewritten")
+    soak_pod.back(directory)
+    assert soak_pod.chunk_names(directory) == [*chunks, f"{NATIVE_DIR}/abcde9.bin"]
+    assert (directory / NATIVE_DIR / "abcde1.bin").read_bytes() == b"rewritten"  # the newer write kept
+    assert (directory / "tiny_0123456789ab_r0/config.json").exists()
+    assert not directory.with_name(directory.name + soak_pod.AWAY).exists()
+
+
+def test_the_native_namespace_is_the_fs_tier_root_of_the_engines_command_line(tmp_path: Path) -> None:
+    root = tmp_path / "l2" / "tiny-llama.def"
+    sealed = {"type": "KvtierSealedFsTier", "module_path": "l2_native", "root_dir": str(root)}
+    transfer = json.dumps(
+        {"kv_connector": "OffloadingConnector", "kv_connector_extra_config": {"secondary_tiers": [sealed]}}
+    )
+    argv = ["/usr/bin/python3", "/usr/local/bin/vllm", "serve", "m", "--kv-transfer-config", transfer, ""]
+    cmdline = tmp_path / "cmdline"
+    cmdline.write_bytes("\0".join(argv).encode())  # /proc/1/cmdline: NUL-separated
+    assert soak_pod.namespace_dir(tmp_path / "l2", cmdline) == root
+    assert soak_pod.native_root(["vllm", "serve", f"--kv-transfer-config={transfer}"]) == root
+    assert soak_pod.native_root(["vllm", "serve", "--kv-transfer-config", "{oops"]) is None
+    assert soak_pod.namespace_dir(tmp_path / "l2", tmp_path / "missing") == tmp_path / "l2"
+
+
 class NotStarted:
     """Enough of a TieredRig for RigSubject's checks: an L2 directory on whatever filesystem tmp is."""
 

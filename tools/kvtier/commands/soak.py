@@ -17,6 +17,7 @@ from rich.console import Console
 
 from kvtier import cliopts, exitcodes
 from kvtier.bench import run as bench_run
+from kvtier.engine_rig import tiers as tier_rig
 from kvtier.engine_rig.errors import RigError
 from kvtier.errors import UserError
 from kvtier.load import driver, experiment, soak, soak_release, soak_rig, workload
@@ -86,6 +87,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="--rig: cache.l2.integrity off, to see what changed chunks do",
     )
+    rig.add_argument(
+        "--backend",
+        choices=(tier_rig.LMCACHE, tier_rig.NATIVE),
+        help="--rig: cache.backend of the tiered replicas (default lmcache; vllm-native: vLLM's own tiers)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -105,8 +111,10 @@ def _checked(args: argparse.Namespace) -> workload.Mix:
         args.replicas = 3 if args.replicas is None else args.replicas
         if not 2 <= args.replicas <= 4:
             raise UserError(f"--replicas must be 2-4 (one is killed, one must stay), got {args.replicas}")
-    elif args.no_integrity or args.replicas is not None:
-        raise UserError("--no-integrity and --replicas shape the rig: give --rig, or leave them out")
+    elif args.no_integrity or args.replicas is not None or args.backend is not None:
+        raise UserError(
+            "--no-integrity, --replicas and --backend shape the rig: give --rig, or leave them out"
+        )
     bound = args.max_prompt_tokens
     if bound is None:
         bound = experiment.RIG_MAX_PROMPT if args.rig else workload.Mix().max_prompt_tokens
@@ -151,8 +159,9 @@ def _rig(args: argparse.Namespace, mix: workload.Mix, work: Path, log: Log) -> l
         chosen = [fault for fault in chosen if fault not in soak_rig.MOUNTED_FAULTS]
         log(f"not root: {', '.join(soak_rig.MOUNTED_FAULTS)} left out (they mount a tmpfs for the L2)")
     return soak_rig.run(
-        chosen, mix, args.qps, work, log, replicas=args.replicas, integrity=not args.no_integrity
-    )
+        chosen, mix, args.qps, work, log, replicas=args.replicas, integrity=not args.no_integrity,
+        backend=args.backend or tier_rig.LMCACHE,
+    )  # fmt: skip
 
 
 def _release(args: argparse.Namespace, mix: workload.Mix, work: Path, log: Log) -> list[dict[str, Any]]:

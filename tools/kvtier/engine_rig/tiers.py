@@ -32,6 +32,7 @@ from kvtier.podscripts import kvcheck, l2_scan
 CPU_VALUES = paths.ROOT / "values" / "cpu.yaml"
 ADAPTER_PROBE = Path(__file__).with_name("copy_layout_probe.py")
 CHUNK_FILE = re.compile(r".*\.data$")
+LMCACHE = "lmcache"
 NATIVE = "vllm-native"
 SHM = Path("/dev/shm")
 # The rig's own engine settings (kvtier.engine_rig.rig): CPU block size, batch, eager mode, seed.
@@ -50,7 +51,7 @@ TIER_SETS: dict[str, dict[str, Any]] = {
 
 def rig_overlay(
     chunk_size: int,
-    backend: str = "lmcache",
+    backend: str = LMCACHE,
     tiers: str = ALL_TIERS,
     engine_args: tuple[str, ...] = (),
     integrity: bool = True,
@@ -92,7 +93,7 @@ class TieredRig(processes.Rig):
     work_dir: Path
     replicas: int = 2
     chunk_size: int = 256
-    backend: str = "lmcache"
+    backend: str = LMCACHE
     tiers: str = ALL_TIERS
     engine_args: tuple[str, ...] = ()
     integrity: bool = True  # cache.l2.integrity

@@ -39,7 +39,8 @@ from kvtier.load.experiment import FreshPrompts
 # A request unanswered this long counts as failed: a soak request takes seconds on the rig, and one in
 # flight on a killed engine was seen never to be answered through the router.
 REQUEST_TIMEOUT_S = 60.0
-REJECTED = "failed verification"  # the plugin's log words for a refused chunk (podscripts/l2_connector.py)
+# The log words for a refused chunk (podscripts/l2_connector.py, l2_native.py).
+REJECTED = "failed verification"
 FAULTS = (
     "none", "kill-engine", "change-chunks", "truncate-chunks", "delete-chunks", "evict", "kill-router",
     "l2-gone", "l2-full", "l2-read-only",

@@ -18,18 +18,28 @@ import time
 from collections.abc import Collection
 from pathlib import Path
 
-CHUNK_FILE = re.compile(r".*\.data$")  # LMCache's fs layout: one `<key>.data` file per chunk
+# A chunk file's path below the namespace: LMCache's fs layout (one flat `<key>.data` per chunk), or vLLM's
+# native fs tier's (`<model>_<12 hex>_r<rank>/<3 hex>/<2 hex>_g<group>/<hash>.bin`, l2_scan.NATIVE_CHUNK)
+CHUNK_FILE = re.compile(
+    r"[^/]+\.data|[^/]+_[0-9a-f]{12}_r[0-9]+/[0-9a-f]{3}/[0-9a-f]{2}_g[0-9]+/[0-9a-f]+\.bin"
+)
+ENGINE_CMDLINE = Path("/proc/1/cmdline")  # the engine container's own process: `vllm serve ...`
 DAMAGES = ("change-chunks", "truncate-chunks", "delete-chunks")
 PLUGIN_BASE_PATH = "remote_storage_plugin.kvtier_l2.base_path"  # the chart's LMCache config (_cache.tpl)
 AWAY = ".away"
 
 
-def namespace_dir(mount: Path) -> Path:
+def namespace_dir(mount: Path, cmdline: Path = ENGINE_CMDLINE) -> Path:
     """The model's L2 namespace as this engine's LMCache config names it (the plugin's base_path, or the
-    path of an `fs://` remote_url); `mount` itself when there is no config to read."""
+    path of an `fs://` remote_url), or, with vLLM's native backend, the root_dir of the fs tier in the
+    engine's --kv-transfer-config; `mount` itself when there is neither to read."""
     config = os.environ.get("LMCACHE_CONFIG_FILE")
     if not config or not Path(config).is_file():
-        return mount
+        try:
+            argv = cmdline.read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            return mount
+        return native_root(argv) or mount
     import yaml
 
     settings = yaml.safe_load(Path(config).read_text()) or {}
@@ -42,12 +52,37 @@ def namespace_dir(mount: Path) -> Path:
     return mount
 
 
+def native_root(argv: list[str]) -> Path | None:
+    """The root_dir of the first fs tier (vLLM's `fs`, or the chart's sealed one) in a vLLM command line's
+    --kv-transfer-config; None when there is none."""
+    for i, arg in enumerate(argv):
+        if arg == "--kv-transfer-config" and i + 1 < len(argv):
+            text = argv[i + 1]
+        elif arg.startswith("--kv-transfer-config="):
+            text = arg.split("=", 1)[1]
+        else:
+            continue
+        try:
+            extra = json.loads(text).get("kv_connector_extra_config") or {}
+        except (ValueError, AttributeError):
+            return None
+        for tier in extra.get("secondary_tiers") or []:
+            if isinstance(tier, dict) and tier.get("root_dir"):
+                return Path(tier["root_dir"])
+    return None
+
+
 def chunk_names(directory: Path) -> list[str]:
-    """Final chunk files in `directory` (temp files and other namespaces are not chunks of this one)."""
-    try:
-        return sorted(entry.name for entry in os.scandir(directory) if CHUNK_FILE.match(entry.name))
-    except FileNotFoundError:  # the namespace is away, or was never written
-        return []
+    """Final chunk files in `directory`, as paths below it (temp files, vLLM's config.json and other
+    namespaces are not chunks of this one)."""
+    names = []
+    for folder, _dirs, files in os.walk(directory):  # nothing when the namespace is away or never written
+        below = os.path.relpath(folder, directory)
+        for name in files:
+            relative = name if below == "." else f"{below}/{name}"
+            if CHUNK_FILE.fullmatch(relative):
+                names.append(relative)
+    return sorted(names)
 
 
 def _written_since(path: Path, since_ns: int) -> bool:
@@ -69,7 +104,8 @@ def damage(
     names = [n for n in chunk_names(directory) if n in known or _written_since(directory / n, since_ns)]
     if not names:
         return None
-    path = directory / rng.choice(names)  # names sorted: the seed decides
+    name = rng.choice(names)  # names sorted: the seed decides
+    path = directory / name
     try:
         if kind == "delete-chunks":
             path.unlink()
@@ -83,7 +119,7 @@ def damage(
             path.write_bytes(bytes(data))
     except FileNotFoundError:
         return None
-    return path.name
+    return name
 
 
 def away(directory: Path) -> None:
@@ -92,14 +128,21 @@ def away(directory: Path) -> None:
 
 
 def back(directory: Path) -> None:
-    """Bring it back; when an engine made the namespace again meanwhile, keep both sets of files."""
+    """Bring it back; when an engine made the namespace again meanwhile, keep both sets of files (a file
+    written again meanwhile is kept as written)."""
     aside = directory.with_name(directory.name + AWAY)
-    if directory.exists():
-        for path in aside.iterdir():
-            path.rename(directory / path.name)
-        aside.rmdir()
-    else:
+    if not directory.exists():
         aside.rename(directory)
+        return
+    for folder, _dirs, files in os.walk(aside, topdown=False):
+        target = directory / os.path.relpath(folder, aside)
+        target.mkdir(parents=True, exist_ok=True)
+        for name in files:
+            if (target / name).exists():
+                os.remove(os.path.join(folder, name))
+            else:
+                os.rename(os.path.join(folder, name), target / name)
+        os.rmdir(folder)
 
 
 def main(argv: list[str] | None = None) -> int:

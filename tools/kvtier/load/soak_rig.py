@@ -157,9 +157,10 @@ def references(
 def run(
     faults: list[str], mix: workload.Mix, qps: float, work_dir: Path, log: Callable[[str], None],
     replicas: int = 3, router_replicas: int = 2, timing: soak.Timing | None = None, integrity: bool = True,
+    backend: str = tier_rig.LMCACHE,
 ) -> list[dict[str, Any]]:  # fmt: skip
-    """One row per fault, in order, on one rig; `integrity` False turns the chart's sealed chunk files
-    off, to show what the check is there for."""
+    """One row per fault, in order, on one rig of `backend` (cache.backend); `integrity` False turns the
+    chart's sealed chunk files off, to show what the check is there for."""
     soak.check_faults(faults)
     plan = soak.plan(faults, FreshPrompts(mix))
     everything = [request for planned in plan for request in planned.requests]
@@ -177,7 +178,12 @@ def run(
                 log(f"{unmounted}: {', '.join(MOUNTED_FAULTS)} will report it")
         rig = stack.enter_context(
             tier_rig.TieredRig(
-                rig_dir, replicas=replicas, engine_args=engine_args, integrity=integrity, log=log
+                rig_dir,
+                replicas=replicas,
+                engine_args=engine_args,
+                integrity=integrity,
+                backend=backend,
+                log=log,
             )
         )
         engines = [p.url for p in rig.started]
