@@ -38,7 +38,7 @@ from pathlib import Path
 from kvtier.engine_rig import tiers
 from kvtier.engine_rig.errors import RigError
 from kvtier.plan.facts import GIB, REFERENCE
-from kvtier.podscripts import l2_connector, l2_native
+from kvtier.podscripts import l2_blocks, l2_connector, l2_native
 
 HEADER_BYTES = 28
 QWEN2_7B_CHUNK = 256 * 57_344  # KV bytes of one 256-token chunk (docs/validate.md, the planner)
@@ -121,7 +121,7 @@ def _vllm_read(path: Path, block: memoryview, flag: int) -> None:
 
 
 def _native_read(path: Path, block: memoryview, flag: int) -> None:
-    why = l2_native.load_block(str(path), path.name, block, flag)
+    why = l2_blocks.load_block(str(path), path.name, block, flag)
     if why is not None:
         raise RuntimeError(f"{path}: {why}")
 
@@ -181,7 +181,7 @@ def native_read_write_path(chunks: int, repeats: int, work: Path) -> dict[str, f
         for path in (*plain, *sealed):  # both stores skip a chunk already there: time fresh writes
             path.unlink(missing_ok=True)
         writes["plain"].append(_timed(lambda p: _vllm_write(p, block, flag), plain))
-        writes["sealed"].append(_timed(lambda p: l2_native.store_block(str(p), p.name, block, flag), sealed))
+        writes["sealed"].append(_timed(lambda p: l2_blocks.store_block(str(p), p.name, block, flag), sealed))
         reads["plain"].append(_timed(lambda p: _vllm_read(p, into, flag), plain))
         reads["sealed"].append(_timed(lambda p: _native_read(p, into, flag), sealed))
     return (

@@ -22,9 +22,10 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from harness.hyperpod_patch import by_endpoint
+from harness.hyperpod_patch import applied_env, by_endpoint
 from kvtier import helm, paths
 from kvtier.cluster.common import hyperpod as hyperpod_crds
+from kvtier.podscripts import l2_adapter
 from kvtier.upstream import hyperpod_crd, hyperpod_fields, hyperpod_sdk
 
 CHART = paths.CHARTS / "kv-tiered-inference"
@@ -346,29 +347,73 @@ def rendered_l2_adapters(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]
     return {name: json.loads(arg) for name, arg in by_endpoint(policy, "adapter").items()}
 
 
-def test_multiprocess_l2_adapter_is_lmcaches_filesystem_adapter(render) -> None:
-    """The argument the sidecar gets: LMCache 0.5's `fs` L2 adapter on the endpoint's namespace under the L2
-    mount, the directory its InProcess LMCACHE_REMOTE_URL would name (tests/engine/test_hyperpod_adapter.py
-    parses it with LMCache's own argument parser)."""
-    docs = render("--set", f"hyperpod.patch.apiVersion={MAP_V1}", *V37["multiprocess"][0])
+def l2_adapter_path(adapter: dict[str, Any]) -> str:
+    """The L2 directory of an --l2-adapter: the sealed adapter's adapter_params, or LMCache's fs adapter's."""
+    if adapter["type"] == "plugin":
+        assert (adapter["module_path"], adapter["class_name"]) == ("l2_adapter", "KvtierSealedFSL2Adapter")
+        assert set(adapter) == {"type", "module_path", "class_name", "adapter_params"}, adapter
+        return adapter["adapter_params"]["base_path"]
+    assert adapter["type"] == "fs" and set(adapter) == {"type", "base_path"}, adapter
+    return adapter["base_path"]
+
+
+@pytest.mark.parametrize("integrity", ["true", "false"])
+def test_multiprocess_l2_adapter_is_the_sealed_or_lmcaches_filesystem_adapter(render, integrity: str) -> None:
+    """The argument the sidecar gets: with cache.l2.integrity (the default) the bundle's sealed adapter,
+    through LMCache's `plugin` type, with the podscripts ConfigMap mounted and PYTHONPATH on it; without,
+    LMCache 0.5's `fs` L2 adapter. Either on the endpoint's namespace under the L2 mount, the directory its
+    LMCACHE_REMOTE_URL names (tests/engine/test_hyperpod_l2_config.py parses it with LMCache's own argument
+    parser and drives the adapter LMCache builds from it); sealed files get a namespace of their own."""
+    args = ("--set", f"hyperpod.patch.apiVersion={MAP_V1}", *V37["multiprocess"][0])
+    docs = render(*args, "--set", f"cache.l2.integrity={integrity}")
     (adapter,) = rendered_l2_adapters(docs).values()
-    assert adapter["type"] == "fs" and set(adapter) == {"type", "base_path"}
-    assert re.fullmatch(r"/mnt/curvine/l2cache/qwen2-7b\.[0-9a-f]{12}", adapter["base_path"]), adapter
+    assert adapter["type"] == ("plugin" if integrity == "true" else "fs")
+    path = l2_adapter_path(adapter)
+    assert re.fullmatch(r"/mnt/curvine/l2cache/qwen2-7b\.[0-9a-f]{12}", path), adapter
+    if integrity == "true":  # the module the sidecar imports names the same adapter
+        assert adapter == l2_adapter.adapter_argument(path)
     (policy,) = kinds(docs, "MutatingAdmissionPolicy")
-    (url,) = by_endpoint(policy, "l2url").values()
-    assert url == f"fs://localhost:0{adapter['base_path']}/"
-    custom = render(
-        "--set",
-        f"hyperpod.patch.apiVersion={MAP_V1}",
-        *V37["multiprocess"][0],
-        "--set",
-        "cache.l2.mountPath=/data/l2",
-    )
+    (url,) = by_endpoint(policy, "l2env").values()
+    assert url == f"fs://localhost:0{path}/"
+    env = applied_env(policy, "qwen2-7b")
+    expression = json.dumps(policy)
+    assert "kvtier_l2" not in expression  # the InProcess plugin's variables are not the sidecar's
+    if integrity == "true":
+        (scripts,) = [d for d in kinds(docs, "ConfigMap") if d["metadata"]["name"].endswith("-podscripts")]
+        assert {"l2_adapter.py", "l2_blocks.py", "l2_integrity.py"} <= set(scripts["data"])
+        assert env["PYTHONPATH"] == "/opt/kvtier/podscripts"
+        assert 'mountPath: \\"/opt/kvtier/podscripts\\", readOnly: true' in expression
+        assert re.search(r'checksum/l2-plugin\\": \\"[0-9a-f]{64}', expression)
+    else:
+        assert "PYTHONPATH" not in env and "kvtier-podscripts" not in expression
+    other = render(*args, "--set", f"cache.l2.integrity={ {'true': 'false', 'false': 'true'}[integrity] }")
+    assert l2_adapter_path(next(iter(rendered_l2_adapters(other).values()))) != path
+    custom = render(*args, "--set", f"cache.l2.integrity={integrity}", "--set", "cache.l2.mountPath=/data/l2")
     (adapter,) = rendered_l2_adapters(custom).values()
-    assert adapter["base_path"].startswith("/data/l2/qwen2-7b.")
+    assert l2_adapter_path(adapter).startswith("/data/l2/qwen2-7b.")
     inprocess = render("--set", f"hyperpod.patch.apiVersion={MAP_V1}")
     (policy,) = kinds(inprocess, "MutatingAdmissionPolicy")
     assert "l2-adapter" not in json.dumps(policy)
+
+
+def test_a_stale_adapter_of_either_kind_is_found(render) -> None:
+    """An --l2-adapter an earlier release wrote for another namespace, LMCache's fs form (chart <= 0.10 or
+    integrity off) or the sealed form, is matched by the patch's `stale` variable; another tool's is not."""
+    docs = render("--set", f"hyperpod.patch.apiVersion={MAP_V1}", *V37["multiprocess"][0])
+    (policy,) = kinds(docs, "MutatingAdmissionPolicy")
+    (stale,) = [v["expression"] for v in policy["spec"]["variables"] if v["name"] == "stale"]
+    prefixes = re.findall(r'a\.startsWith\(("(?:[^"\\]|\\.)*")\)', stale)
+    starts = [json.loads(p) for p in prefixes]
+    fs_form = json.dumps(
+        {"base_path": "/mnt/curvine/l2cache/qwen2-7b.000000000000", "type": "fs"}, separators=(",", ":")
+    )
+    sealed = json.dumps(
+        {"adapter_params": {"base_path": "/mnt/curvine/l2cache/qwen2-7b.000000000000"}, "class_name": "X"},
+        separators=(",", ":"),
+    )
+    foreign = json.dumps({"type": "fs", "base_path": "/elsewhere"})
+    assert all(any(arg.startswith(p) for p in starts) for arg in (fs_form, sealed))
+    assert not any(foreign.startswith(p) for p in starts)
 
 
 @pytest.mark.parametrize(
@@ -427,8 +472,14 @@ def two_endpoints(second: dict[str, Any] | None = None) -> list[str]:
     return ["--set-json", f"models={json.dumps([first, other])}"]
 
 
-def l2_urls_of_both_mechanisms(render, *args: str) -> tuple[dict[str, str], dict[str, str]]:
-    """Each endpoint's LMCACHE_REMOTE_URL as the MutatingAdmissionPolicy and as the Kyverno Policy set it."""
+def kyverno_template(rule: dict[str, Any]) -> dict[str, Any]:
+    """The pod template one Kyverno rule merges into its endpoint's Deployment."""
+    return rule["mutate"]["foreach"][0]["patchStrategicMerge"]["spec"]["template"]
+
+
+def env_of_both_mechanisms(render, *args: str) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]:
+    """{endpoint: the variables the patch sets}, as the MutatingAdmissionPolicy and as the Kyverno Policy
+    set them."""
     (policy,) = kinds(
         render("--set", f"hyperpod.patch.apiVersion={MAP_V1}", *args), "MutatingAdmissionPolicy"
     )
@@ -436,21 +487,98 @@ def l2_urls_of_both_mechanisms(render, *args: str) -> tuple[dict[str, str], dict
     by_rule = {}
     for rule in kyverno["spec"]["rules"]:
         (name,) = rule["match"]["any"][0]["resources"]["names"]
-        (container,) = rule["mutate"]["foreach"][0]["patchStrategicMerge"]["spec"]["template"]["spec"][
-            "containers"
-        ]
-        by_rule[name] = next(e["value"] for e in container["env"] if e["name"] == "LMCACHE_REMOTE_URL")
-    return by_endpoint(policy, "l2url"), by_rule
+        (container,) = kyverno_template(rule)["spec"]["containers"]
+        by_rule[name] = {e["name"]: e["value"] for e in container["env"] if "$patch" not in e}
+    return {name: applied_env(policy, name) for name in by_endpoint(policy, "l2env")}, by_rule
 
 
-def test_each_endpoint_gets_its_own_l2_namespace_on_both_mechanisms(render) -> None:
+def l2_dir(env: dict[str, str]) -> str:
+    """The endpoint's L2 directory the patch's variables name: the L2 plugin's base_path, or the fs URL's."""
+    if "LMCACHE_EXTRA_CONFIG" in env:
+        assert "LMCACHE_REMOTE_URL" not in env, env
+        return json.loads(env["LMCACHE_EXTRA_CONFIG"])["remote_storage_plugin.kvtier_l2.base_path"]
+    url = env["LMCACHE_REMOTE_URL"]
+    assert url.startswith("fs://localhost:0") and url.endswith("/"), url
+    return url.removeprefix("fs://localhost:0").removesuffix("/")
+
+
+def l2_dirs_of_both_mechanisms(render, *args: str) -> tuple[dict[str, str], dict[str, str]]:
+    """Each endpoint's L2 directory as the MutatingAdmissionPolicy and as the Kyverno Policy set it."""
+    mapped, kyverno = env_of_both_mechanisms(render, *args)
+    return {k: l2_dir(v) for k, v in mapped.items()}, {k: l2_dir(v) for k, v in kyverno.items()}
+
+
+@pytest.mark.parametrize("integrity", ["true", "false"])
+def test_each_endpoint_gets_its_own_l2_namespace_on_both_mechanisms(render, integrity: str) -> None:
     """Every endpoint's model argument is /opt/ml/model, so LMCache's chunk key cannot tell two endpoints'
-    models apart: the patch gives each its own directory, the same on either mechanism."""
-    mapped, kyverno = l2_urls_of_both_mechanisms(render, *two_endpoints())
-    assert mapped == kyverno and sorted(mapped) == ["llama", "qwen2-7b"]
+    models apart: the patch gives each its own directory, the same on either mechanism, and the two
+    mechanisms set the same variables. Sealed files (cache.l2.integrity) get namespaces of their own."""
+    args = (*two_endpoints(), "--set", f"cache.l2.integrity={integrity}")
+    mapped_env, kyverno_env = env_of_both_mechanisms(render, *args)
+    assert mapped_env == kyverno_env and sorted(mapped_env) == ["llama", "qwen2-7b"]
+    mapped, _ = l2_dirs_of_both_mechanisms(render, *args)
     assert len(set(mapped.values())) == 2, mapped
-    for name, url in mapped.items():
-        assert re.fullmatch(rf"fs://localhost:0/mnt/curvine/l2cache/{name}\.[0-9a-f]{{12}}/", url), url
+    for name, path in mapped.items():
+        assert re.fullmatch(rf"/mnt/curvine/l2cache/{name}\.[0-9a-f]{{12}}", path), path
+    flipped = {"true": "false", "false": "true"}[integrity]
+    other, _ = l2_dirs_of_both_mechanisms(render, *two_endpoints(), "--set", f"cache.l2.integrity={flipped}")
+    assert set(other.values()).isdisjoint(mapped.values()), "sealed and unsealed files share no namespace"
+
+
+def test_inprocess_integrity_loads_the_charts_l2_plugin_on_both_mechanisms(render) -> None:
+    """cache.l2.integrity (the default) in InProcess mode: LMCache's own variables load the chart's plugin
+    (remote_storage_plugins, extra_config) from the podscripts ConfigMap, mounted read-only and imported by
+    PYTHONPATH, and the pod template carries the plugin's checksum; recordHits adds its interval. The
+    operator's LMCACHE_REMOTE_URL is removed, not replaced."""
+    docs = render(
+        "--set", f"hyperpod.patch.apiVersion={MAP_V1}", "--set", "cache.l2.eviction.recordHits=true"
+    )
+    (scripts,) = [d for d in kinds(docs, "ConfigMap") if d["metadata"]["name"].endswith("-podscripts")]
+    assert {"l2_connector.py", "l2_integrity.py", "l2_hits.py"} <= set(scripts["data"])
+    (policy,) = kinds(docs, "MutatingAdmissionPolicy")
+    env = applied_env(policy, "qwen2-7b")
+    assert env["LMCACHE_REMOTE_STORAGE_PLUGINS"] == "kvtier_l2"
+    assert env["PYTHONPATH"] == "/opt/kvtier/podscripts"
+    extra = json.loads(env["LMCACHE_EXTRA_CONFIG"])
+    prefix = "remote_storage_plugin.kvtier_l2."
+    assert {k.removeprefix(prefix): v for k, v in extra.items()} == {
+        "module_path": "l2_connector",
+        "class_name": "KvtierFSConnector",
+        "base_path": l2_dir(env),
+        "verify": True,
+        "hit_interval_s": 60,
+    }
+    removed = [
+        m["jsonPatch"]["expression"] for m in policy["spec"]["mutations"] if m["patchType"] == "JSONPatch"
+    ]
+    assert any('"LMCACHE_REMOTE_URL" in variables.env' in e for e in removed)
+    apply = next(m for m in policy["spec"]["mutations"] if m["patchType"] == "ApplyConfiguration")
+    expression = apply["applyConfiguration"]["expression"]
+    assert f'name: "{scripts["metadata"]["name"]}"' in expression
+    assert 'mountPath: "/opt/kvtier/podscripts", readOnly: true' in expression
+    (kyverno,) = kinds(render("--set", "hyperpod.patch.mechanism=kyverno"), "Policy")
+    template = kyverno_template(kyverno["spec"]["rules"][0])
+    checksum = template["metadata"]["annotations"]["checksum/l2-plugin"]
+    assert re.fullmatch(r"[0-9a-f]{64}", checksum) and f'"checksum/l2-plugin": "{checksum}"' in expression
+    assert {"name": "kvtier-podscripts", "configMap": {"name": scripts["metadata"]["name"]}} in template[
+        "spec"
+    ]["volumes"]
+    (container,) = template["spec"]["containers"]
+    assert {"name": "LMCACHE_REMOTE_URL", "$patch": "delete"} in container["env"]
+    assert {
+        "name": "kvtier-podscripts",
+        "mountPath": "/opt/kvtier/podscripts",
+        "readOnly": True,
+    } in container["volumeMounts"]
+
+
+def test_integrity_off_renders_no_plugin(render) -> None:
+    """With cache.l2.integrity off the InProcess patch is LMCache's own fs connector, as before the plugin."""
+    docs = render("--set", f"hyperpod.patch.apiVersion={MAP_V1}", "--set", "cache.l2.integrity=false")
+    (policy,) = kinds(docs, "MutatingAdmissionPolicy")
+    text = json.dumps(policy)
+    assert "kvtier_l2" not in text and "kvtier-podscripts" not in text and "checksum/l2-plugin" not in text
+    assert "LMCACHE_REMOTE_URL" in applied_env(policy, "qwen2-7b")
 
 
 @pytest.mark.parametrize(
@@ -464,8 +592,8 @@ def test_each_endpoint_gets_its_own_l2_namespace_on_both_mechanisms(render) -> N
     ],
 )
 def test_what_changes_an_endpoints_kv_moves_only_its_namespace(render, change: dict[str, Any]) -> None:
-    before, _ = l2_urls_of_both_mechanisms(render, *two_endpoints())
-    after, kyverno = l2_urls_of_both_mechanisms(render, *two_endpoints(change))
+    before, _ = l2_dirs_of_both_mechanisms(render, *two_endpoints())
+    after, kyverno = l2_dirs_of_both_mechanisms(render, *two_endpoints(change))
     assert after == kyverno
     assert after["qwen2-7b"] == before["qwen2-7b"]
     assert after["llama"] != before["llama"]

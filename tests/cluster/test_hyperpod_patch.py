@@ -31,11 +31,16 @@ ENV = paths.VALUES / "hyperpod-g6e-4xlarge.yaml"
 OPERATOR = "system:serviceaccount:hyperpod-inference-system:hyperpod-inference-operator-controller-manager"
 ENDPOINT = "qwen2-7b"  # the model name in ENV, hence the endpoint's and the Deployment's name
 MOUNT = "/mnt/curvine/l2cache"
-PATCH_ENV = {  # alike for every endpoint; LMCACHE_REMOTE_URL names each endpoint's own L2 namespace
+PATCH_ENV = {  # alike for every endpoint; the L2 variable names each endpoint's own L2 namespace
     "LMCACHE_REMOTE_SERDE": "naive",
     "LMCACHE_CHUNK_SIZE": "256",
     "PYTHONHASHSEED": "0",
 }
+# InProcess with cache.l2.integrity (the default): LMCache loads the chart's L2 plugin by name, Python
+# imports it from the podscripts ConfigMap, and the endpoint's directory is the plugin's base_path.
+PLUGIN_ENV = {"LMCACHE_REMOTE_STORAGE_PLUGINS": "kvtier_l2", "PYTHONPATH": "/opt/kvtier/podscripts"}
+PLUGIN = "remote_storage_plugin.kvtier_l2."
+PODSCRIPTS = ("kvtier-podscripts", "/opt/kvtier/podscripts")  # the patch's volume and mount path
 POLICY_WAIT = 60.0  # seconds for the API server's policy informers to pick up a new policy
 # The test cluster is shared with other suites: leave out Curvine's one-per-cluster CSIDriver `curvine`
 # (the patch does not involve the CSI driver; the StorageClass and the L2 claim stay).
@@ -48,16 +53,33 @@ TOLERATIONS = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSche
 SERVER_ARGS = ["--port", "6555"]  # what the operator may pass its LMCache server (unknown: closed source)
 
 
-def l2_url_of(deployment: dict[str, Any], cache: str) -> str | None:
-    """The endpoint's LMCACHE_REMOTE_URL if it is one of the patch's: the L2 mount's `<endpoint>.<12 hex>`."""
-    url = env_of(container(deployment, cache)).get("LMCACHE_REMOTE_URL", {}).get("value", "")
+def l2_dir_of(deployment: dict[str, Any], cache: str) -> str | None:
+    """The endpoint's L2 directory if the patch set one: the L2 mount's `<endpoint>.<12 hex>`, from the L2
+    plugin's base_path in LMCACHE_EXTRA_CONFIG, else from LMCACHE_REMOTE_URL."""
+    env = env_of(container(deployment, cache))
+    extra = env.get("LMCACHE_EXTRA_CONFIG", {}).get("value", "")
+    try:
+        path = str(json.loads(extra).get(f"{PLUGIN}base_path", "")) if extra.startswith("{") else ""
+    except json.JSONDecodeError:
+        path = ""
+    url = env.get("LMCACHE_REMOTE_URL", {}).get("value", "")
+    if not path and url.startswith("fs://localhost:0") and url.endswith("/"):
+        path = url.removeprefix("fs://localhost:0").removesuffix("/")
     name = re.escape(deployment["metadata"]["name"])
-    return url if re.fullmatch(rf"fs://localhost:0{MOUNT}/{name}\.[0-9a-f]{{12}}/", url) else None
+    return path if re.fullmatch(rf"{MOUNT}/{name}\.[0-9a-f]{{12}}", path) else None
 
 
-def l2_adapter_for(url: str) -> str:
-    """The --l2-adapter JSON (LMCache's fs L2 adapter) on the directory `url` names, as the chart has it."""
-    path = url.removeprefix("fs://localhost:0").rstrip("/")
+def l2_adapter_for(path: str, sealed: bool = True) -> str:
+    """The --l2-adapter JSON on the directory `path`, as the chart has it (keys sorted, compact): the bundle's
+    sealed adapter through LMCache's plugin type, or (integrity off) LMCache's fs adapter."""
+    if sealed:
+        adapter = {
+            "adapter_params": {"base_path": path},
+            "class_name": "KvtierSealedFSL2Adapter",
+            "module_path": "l2_adapter",
+            "type": "plugin",
+        }
+        return json.dumps(adapter, separators=(",", ":"))
     return json.dumps({"base_path": path, "type": "fs"}, separators=(",", ":"))
 
 
@@ -207,7 +229,7 @@ def env_of(found: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def is_patched(deployment: dict[str, Any], cache: str = ENDPOINT) -> bool:
-    return l2_url_of(deployment, cache) is not None
+    return l2_dir_of(deployment, cache) is not None
 
 
 def wait_for_policy(cluster: Cluster, namespace: str, multiprocess: bool = False) -> None:
@@ -220,30 +242,57 @@ def wait_for_policy(cluster: Cluster, namespace: str, multiprocess: bool = False
         time.sleep(1)
 
 
-def assert_fully_patched(deployment: dict[str, Any], multiprocess: bool = False) -> None:
+def assert_fully_patched(deployment: dict[str, Any], multiprocess: bool = False, sealed: bool = True) -> None:
     """The L2 volume, mount and env on the container holding LMCache's settings (vLLM, or the LMCache
-    server sidecar in MultiProcess mode), nothing on any other container."""
-    claim = f"{deployment['metadata']['namespace']}-l2cache"  # <release>-l2cache, release = namespace
+    server sidecar in MultiProcess mode), nothing on any other container. `sealed`: cache.l2.integrity,
+    where that container imports the chart's L2 plugin (InProcess) or sealed adapter (MultiProcess) from
+    the podscripts ConfigMap."""
+    plugin = sealed and not multiprocess
+    release = deployment["metadata"]["namespace"]  # release = namespace
     pod = deployment["spec"]["template"]["spec"]
     volumes = {v["name"]: v for v in pod["volumes"]}
-    assert sorted(volumes) == ["kvtier-l2cache", "model-weights"]
-    assert volumes["kvtier-l2cache"]["persistentVolumeClaim"] == {"claimName": claim}
+    assert sorted(volumes) == ["kvtier-l2cache", *(["kvtier-podscripts"] if sealed else []), "model-weights"]
+    assert volumes["kvtier-l2cache"]["persistentVolumeClaim"] == {"claimName": f"{release}-l2cache"}
+    annotations = deployment["spec"]["template"]["metadata"].get("annotations", {})
+    if sealed:  # the chart's own podscripts ConfigMap; its checksum rolls the pods when a module changes
+        assert volumes["kvtier-podscripts"]["configMap"]["name"].endswith("-podscripts"), volumes
+        assert re.fullmatch(r"[0-9a-f]{64}", annotations.get("checksum/l2-plugin", "")), annotations
+    else:
+        assert "checksum/l2-plugin" not in annotations
     if multiprocess:
         vllm = container(deployment)
         assert vllm["env"] == [{"name": "LMCACHE_MP_SERVER", "value": "tcp://localhost:6555"}]
         assert vllm["volumeMounts"] == [{"name": "model-weights", "mountPath": "/opt/ml/model"}]
     cache = container(deployment, SIDECAR if multiprocess else ENDPOINT)
-    url = l2_url_of(deployment, cache["name"])
-    assert url, env_of(cache).get("LMCACHE_REMOTE_URL")
+    l2_dir = l2_dir_of(deployment, cache["name"])
+    assert l2_dir, cache.get("env")
     if multiprocess:  # LMCache's server takes its L2 from --l2-adapter, appended once
-        assert cache["args"] == [*SERVER_ARGS, "--l2-adapter", l2_adapter_for(url)]
+        assert cache["args"] == [*SERVER_ARGS, "--l2-adapter", l2_adapter_for(l2_dir, sealed)]
     else:
         assert "--l2-adapter" not in cache["args"]
-    mounts = {(m["name"], m["mountPath"]) for m in cache["volumeMounts"]}
-    assert mounts == {("model-weights", "/opt/ml/model"), ("kvtier-l2cache", MOUNT)}
+    mounts = {(m["name"], m["mountPath"]): m.get("readOnly", False) for m in cache["volumeMounts"]}
+    expected = {("model-weights", "/opt/ml/model"): False, ("kvtier-l2cache", MOUNT): False}
+    assert mounts == {**expected, **({PODSCRIPTS: True} if sealed else {})}
     env = env_of(cache)
-    assert {k: env[k].get("value") for k in PATCH_ENV} == PATCH_ENV
-    assert "LMCACHE_EXTRA_CONFIG" not in env, "the operator's HyperPod L2 settings must be gone"
+    wanted = {
+        **PATCH_ENV,
+        **(PLUGIN_ENV if plugin else {}),
+        **({"PYTHONPATH": PODSCRIPTS[1]} if sealed else {}),
+    }
+    assert {k: env[k].get("value") for k in wanted} == wanted
+    if plugin:  # the operator's LMCACHE_EXTRA_CONFIG and LMCACHE_REMOTE_URL replaced by the plugin's settings
+        assert "LMCACHE_REMOTE_URL" not in env
+        extra = json.loads(env["LMCACHE_EXTRA_CONFIG"]["value"])
+        assert extra == {
+            f"{PLUGIN}module_path": "l2_connector",
+            f"{PLUGIN}class_name": "KvtierFSConnector",
+            f"{PLUGIN}base_path": l2_dir,
+            f"{PLUGIN}verify": True,
+        }
+    else:
+        assert env["LMCACHE_REMOTE_URL"]["value"] == f"fs://localhost:0{l2_dir}/"
+        assert "LMCACHE_EXTRA_CONFIG" not in env, "the operator's HyperPod L2 settings must be gone"
+        assert "LMCACHE_REMOTE_STORAGE_PLUGINS" not in env
     # Everything else the operator set is kept.
     assert env["NODE_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.hostIP"
     assert env["LMCACHE_LOCAL_CPU"]["value"] == "True"
@@ -328,6 +377,11 @@ def assert_idempotent(cluster: Cluster, namespace: str, multiprocess: bool) -> N
     first = cluster.read(namespace, ENDPOINT)
     assert_fully_patched(first, multiprocess)
     assert created["spec"] == first["spec"]
+    # The mounted ConfigMap is the release's own and holds the modules that container imports.
+    (volume,) = [v for v in first["spec"]["template"]["spec"]["volumes"] if v["name"] == PODSCRIPTS[0]]
+    scripts = cluster.admin.get(f"/api/v1/namespaces/{namespace}/configmaps/{volume['configMap']['name']}")
+    modules = ("l2_adapter.py", "l2_blocks.py") if multiprocess else ("l2_connector.py", "l2_hits.py")
+    assert {*modules, "l2_integrity.py"} <= set(scripts["data"]), sorted(scripts["data"])
 
     # The operator re-renders the same object (reconcile): the stored object does not change.
     again = copy.deepcopy(rendered)
@@ -365,7 +419,7 @@ def test_multiprocess_patches_the_lmcache_server_sidecar_idempotently(
     bare = operator_deployment(ENDPOINT, multiprocess=True)
     container(bare, SIDECAR).pop("args")
     stored = cluster.create(namespace, bare, dry_run=True)
-    adapter = l2_adapter_for(l2_url_of(stored, SIDECAR) or "")
+    adapter = l2_adapter_for(l2_dir_of(stored, SIDECAR) or "")
     assert container(stored, SIDECAR)["args"] == ["--l2-adapter", adapter]
     # An --l2-adapter of ours for another namespace (from before an upgrade changed the endpoint's KV):
     # rewritten in place, not kept next to the new one; someone else's adapter is left alone.
@@ -396,13 +450,17 @@ def test_multiprocess_patch_leaves_an_inprocess_shaped_deployment_alone(
 
 
 def test_vllm_container_found_by_name_not_position(cluster: Cluster, make_namespace, install) -> None:
-    namespace = install(make_namespace("hp-patch-order", enforce="privileged"))
+    """Also the InProcess patch without the L2 plugin (cache.l2.integrity false): LMCache's own fs connector
+    on the endpoint's directory, LMCACHE_REMOTE_URL."""
+    namespace = install(
+        make_namespace("hp-patch-order", enforce="privileged"), "--set", "cache.l2.integrity=false"
+    )
     cluster.grant_operator(namespace)
     wait_for_policy(cluster, namespace)
     cluster.create(namespace, operator_deployment(ENDPOINT, vllm_index=1))
     stored = cluster.read(namespace, ENDPOINT)
     assert stored["spec"]["template"]["spec"]["containers"][1]["name"] == ENDPOINT
-    assert_fully_patched(stored)
+    assert_fully_patched(stored, sealed=False)
 
 
 def test_deployments_outside_the_match_are_unchanged(cluster: Cluster, make_namespace, install) -> None:
@@ -443,10 +501,10 @@ def test_each_endpoint_gets_its_own_l2_namespace(cluster: Cluster, make_namespac
     namespace = install(make_namespace("hp-patch-two", enforce="privileged"), *models)
     cluster.grant_operator(namespace)
     wait_for_policy(cluster, namespace)
-    urls = {}
+    dirs = {}
     for name in (ENDPOINT, "llama"):
         cluster.create(namespace, operator_deployment(name))
         stored = cluster.read(namespace, name)
-        urls[name] = l2_url_of(stored, name)
-        assert urls[name], container(stored, name).get("env")
-    assert urls[ENDPOINT] != urls["llama"], urls
+        dirs[name] = l2_dir_of(stored, name)
+        assert dirs[name], container(stored, name).get("env")
+    assert dirs[ENDPOINT] != dirs["llama"], dirs

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvtier.podscripts import l2_integrity, l2_native
+from kvtier.podscripts import l2_blocks, l2_integrity, l2_native
 
 PAGE = 4096
 BLOCK = 2 * PAGE  # one chunk slot of the CPU tier: page-aligned, as vLLM's rows are
@@ -210,10 +210,10 @@ def test_a_failed_write_leaves_neither_file(
     def broken(*args: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(l2_native.os, failing, broken)
+    monkeypatch.setattr(l2_blocks.os, failing, broken)
     [name] = names(1)
     with pytest.raises(OSError, match="No space left"):
-        l2_native.store_block(str(tmp_path / name), name, cpu_tier(1)[:BLOCK], 0)
+        l2_blocks.store_block(str(tmp_path / name), name, cpu_tier(1)[:BLOCK], 0)
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
 
 

@@ -198,6 +198,11 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
         _both(_hyperpod("3.7"), _set("cache", "tenantIsolation", value=True)),
         "the operator's InProcess LMCache connector keys L1/L2 chunks on tokens alone",
     ),
+    "hyperpod-multiprocess-record-hits": (
+        _both(_hyperpod("3.7"), _set("cache", "l2", "eviction", "recordHits", value=True)),
+        _both(_hyperpod("3.7", **MULTIPROCESS), _set("cache", "l2", "eviction", "recordHits", value=True)),
+        "recordHits is on, but hyperpod.lmcache.mode MultiProcess loads no hit recorder",
+    ),
     "hyperpod-api-key": (
         _set("auth", value={"apiKeySecret": {"name": "kv-key"}}),
         _both(_hyperpod("3.7"), _set("auth", value={"apiKeySecret": {"name": "kv-key"}})),

@@ -178,6 +178,14 @@ def test_l2_path_from_hyperpod_env_or_chart_volume() -> None:
     assert reach.l2_path(chart, "vllm") == "/mnt/l2"
     remote = pod("r", env=[V1EnvVar(name="LMCACHE_REMOTE_URL", value="sagemaker-hyperpod://10.0.0.1:9200")])
     assert reach.l2_path(remote, "vllm") is None
+    # HyperPod InProcess with the chart's L2 plugin (cache.l2.integrity): its base_path, the operator's own
+    # LMCACHE_EXTRA_CONFIG (no base_path) and one that is not JSON count for nothing.
+    plugin = json.dumps({"remote_storage_plugin.kvtier_l2.base_path": "/mnt/curvine/l2cache/m.0123456789ab"})
+    sealed = pod("s", env=[V1EnvVar(name="LMCACHE_EXTRA_CONFIG", value=plugin)])
+    assert reach.l2_path(sealed, "vllm") == "/mnt/curvine/l2cache/m.0123456789ab"
+    for other in ('{"tiered_storage": true}', "x", "[1]"):
+        operator = pod("o", env=[V1EnvVar(name="LMCACHE_EXTRA_CONFIG", value=other)])
+        assert reach.l2_path(operator, "vllm") is None
 
 
 class Secrets:

@@ -105,7 +105,7 @@ its own version or (for layouts it calls parallelism-agnostic) TP: those stay he
 {{- /* Sealed files (cache.l2.integrity) get a namespace of their own: the verifying engines would refuse
 every unsealed file of before, and engines of the previous revision keep theirs during a rollout; the
 eviction job removes the old namespace once it is dead. */ -}}
-{{- if and (include "kv-tiered-inference.l2Plugin" .root) $v.cache.l2.integrity -}}
+{{- if or (and (include "kv-tiered-inference.l2Plugin" .root) $v.cache.l2.integrity) (include "kv-tiered-inference.hyperpod.sealedAdapter" .root) -}}
 {{- $_ := set $identity "chunkFiles" "sealed" -}}
 {{- end -}}
 {{- end -}}
@@ -263,16 +263,19 @@ max_local_cpu_size: {{ include "kv-tiered-inference.l1SizeGiB" . }}
 {{- /* LMCache's fs connector and directory, loaded through LMCache's remote storage plugin framework as
 l2_connector.py's subclass: it seals and verifies chunk files (docs/reliability.md) and records each hit
 as the chunk's atime (docs/eviction.md). */}}
-remote_storage_plugins: [kvtier_l2]
+remote_storage_plugins: [{{ include "kv-tiered-inference.l2PluginName" . }}]
 remote_serde: naive
 extra_config:
-  remote_storage_plugin.kvtier_l2.module_path: l2_connector
-  remote_storage_plugin.kvtier_l2.class_name: KvtierFSConnector
-  remote_storage_plugin.kvtier_l2.base_path: {{ include "kv-tiered-inference.l2Dir" . | quote }}
-  remote_storage_plugin.kvtier_l2.verify: {{ $cache.l2.integrity }}
-  {{- if include "kv-tiered-inference.recordHits" .root }}
-  remote_storage_plugin.kvtier_l2.hit_interval_s: {{ $cache.l2.eviction.hitIntervalSeconds }}
-  {{- end }}
+{{- /* Written as chart 0.9 wrote it (this order, names plain, the rest JSON scalars): an unchanged file keeps
+the engines' checksum annotation, so an upgrade does not roll them for nothing. */}}
+{{- $plugin := include "kv-tiered-inference.l2PluginConfig" . | fromJson }}
+{{- range list "module_path" "class_name" "base_path" "verify" "hit_interval_s" }}
+{{- $key := printf "remote_storage_plugin.%s.%s" (include "kv-tiered-inference.l2PluginName" $) . }}
+{{- if hasKey $plugin $key }}
+{{- $value := get $plugin $key }}
+  {{ $key }}: {{ if and (kindIs "string" $value) (regexMatch "^[A-Za-z_][A-Za-z0-9_]*$" $value) }}{{ $value }}{{ else }}{{ toJson $value }}{{ end }}
+{{- end }}
+{{- end }}
 {{- else if $cache.l2.enabled }}
 remote_url: {{ include "kv-tiered-inference.remoteUrl" . | quote }}
 remote_serde: naive
@@ -280,11 +283,57 @@ remote_serde: naive
 {{- end -}}
 
 {{/*
-"true" when the engines record L2 hits (cache.l2.eviction.recordHits, standalone target, LMCache, L2 on).
+"true" when LMCache runs inside the engine and reads its configuration from the chart: the standalone target,
+and HyperPod's InProcess mode, where the admission patch sets it as LMCACHE_* variables. In HyperPod's
+MultiProcess mode an LMCache server sidecar takes its L2 from `--l2-adapter`, where this plugin does not apply.
+*/}}
+{{- define "kv-tiered-inference.inProcessLmcache" -}}
+{{- if and (include "kv-tiered-inference.lmcacheEnabled" .) (or (eq .Values.target "standalone") (not (include "kv-tiered-inference.hyperpod.multiProcess" .))) -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+"true" when the engines record L2 hits (cache.l2.eviction.recordHits, L2 on, in-process LMCache).
 */}}
 {{- define "kv-tiered-inference.recordHits" -}}
 {{- $l2 := .Values.cache.l2 -}}
-{{- if and (eq .Values.target "standalone") $l2.enabled $l2.eviction.recordHits (include "kv-tiered-inference.lmcacheEnabled" .) -}}true{{- end -}}
+{{- if and $l2.enabled $l2.eviction.recordHits (include "kv-tiered-inference.inProcessLmcache" .) -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+Checksum of podscripts files, a pod template annotation: a changed module rolls the pods that import it.
+Input: list $ <file name>...
+*/}}
+{{- define "kv-tiered-inference.podscriptsChecksum" -}}
+{{- $root := first . -}}
+{{- $files := "" -}}
+{{- range rest . }}{{ $files = print $files ($root.Files.Get (printf "files/podscripts/%s" .)) }}{{ end -}}
+{{- $files | sha256sum -}}
+{{- end -}}
+
+{{/* The modules of each L2 writer the engines import (podscriptsChecksum's file names, JSON lists). */}}
+{{- define "kv-tiered-inference.l2PluginFiles" -}}["l2_connector.py","l2_integrity.py","l2_hits.py"]{{- end -}}
+{{- define "kv-tiered-inference.nativeTierFiles" -}}["l2_native.py","l2_blocks.py","l2_integrity.py"]{{- end -}}
+{{- define "kv-tiered-inference.l2AdapterFiles" -}}["l2_adapter.py","l2_blocks.py","l2_integrity.py"]{{- end -}}
+
+{{/* The name LMCache knows the bundle's L2 plugin by (remote_storage_plugins, its extra_config keys). */}}
+{{- define "kv-tiered-inference.l2PluginName" -}}kvtier_l2{{- end -}}
+
+{{/*
+The L2 plugin's settings of one model, as LMCache's extra_config (JSON): the LMCache config file on target
+standalone, LMCACHE_EXTRA_CONFIG on HyperPod. Input: dict "root" $ "model" <models[] entry>.
+*/}}
+{{- define "kv-tiered-inference.l2PluginConfig" -}}
+{{- $l2 := .root.Values.cache.l2 -}}
+{{- $prefix := printf "remote_storage_plugin.%s." (include "kv-tiered-inference.l2PluginName" .) -}}
+{{- $config := dict
+  (print $prefix "module_path") "l2_connector"
+  (print $prefix "class_name") "KvtierFSConnector"
+  (print $prefix "base_path") (include "kv-tiered-inference.l2Dir" .)
+  (print $prefix "verify") $l2.integrity -}}
+{{- if include "kv-tiered-inference.recordHits" .root -}}
+{{- $_ := set $config (print $prefix "hit_interval_s") $l2.eviction.hitIntervalSeconds -}}
+{{- end -}}
+{{- toJson $config -}}
 {{- end -}}
 
 {{/*
@@ -298,11 +347,11 @@ another's (docs/security.md).
 
 {{/*
 "true" when LMCache loads the bundle's L2 plugin (l2_connector.py): to verify chunk files (cache.l2.integrity)
-or to record hits; standalone target, LMCache, L2 on.
+or to record hits; L2 on, in-process LMCache (either target).
 */}}
 {{- define "kv-tiered-inference.l2Plugin" -}}
 {{- $l2 := .Values.cache.l2 -}}
-{{- if and (eq .Values.target "standalone") $l2.enabled (include "kv-tiered-inference.lmcacheEnabled" .) (or $l2.integrity (include "kv-tiered-inference.recordHits" .)) -}}true{{- end -}}
+{{- if and $l2.enabled (include "kv-tiered-inference.inProcessLmcache" .) (or $l2.integrity (include "kv-tiered-inference.recordHits" .)) -}}true{{- end -}}
 {{- end -}}
 
 {{/*
@@ -314,11 +363,11 @@ cache.l2.integrity with backend vllm-native and L2 on (the native backend is sta
 {{- end -}}
 
 {{/*
-"true" when the engines import a module from the podscripts ConfigMap (the salt connector, the L2 plugin, the
-sealed native tier).
+"true" when the engines (or HyperPod's LMCache server sidecar) import a module from the podscripts ConfigMap
+(the salt connector, the L2 plugin, the sealed native tier, the sealed L2 adapter).
 */}}
 {{- define "kv-tiered-inference.enginePodscripts" -}}
-{{- if or (include "kv-tiered-inference.saltConnector" .) (include "kv-tiered-inference.l2Plugin" .) (include "kv-tiered-inference.nativeSealedTier" .) -}}true{{- end -}}
+{{- if or (include "kv-tiered-inference.saltConnector" .) (include "kv-tiered-inference.l2Plugin" .) (include "kv-tiered-inference.nativeSealedTier" .) (include "kv-tiered-inference.hyperpod.sealedAdapter" .) -}}true{{- end -}}
 {{- end -}}
 
 {{/*

@@ -59,6 +59,31 @@ LMCACHE_REMOTE_URL comes from the L2 URL helper of _cache.tpl, shared with the s
 {{- end -}}
 
 {{/*
+"true" when the MultiProcess LMCache server sidecar loads the bundle's sealed L2 adapter (l2_adapter.py, by
+LMCache's `plugin` adapter type) instead of LMCache's `fs` one: target hyperpod, L2 on, cache.l2.integrity.
+*/}}
+{{- define "kv-tiered-inference.hyperpod.sealedAdapter" -}}
+{{- if and (eq .Values.target "hyperpod") (include "kv-tiered-inference.hyperpod.multiProcess" .) .Values.cache.l2.enabled .Values.cache.l2.integrity -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+The podscripts modules the patched container imports, as a JSON list, empty when none: the L2 plugin in
+InProcess mode, the sealed L2 adapter in MultiProcess mode.
+*/}}
+{{- define "kv-tiered-inference.hyperpod.podscriptsFiles" -}}
+{{- if include "kv-tiered-inference.l2Plugin" . -}}
+{{- include "kv-tiered-inference.l2PluginFiles" . -}}
+{{- else if include "kv-tiered-inference.hyperpod.sealedAdapter" . -}}
+{{- include "kv-tiered-inference.l2AdapterFiles" . -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The patched container's pod template annotation over the modules it imports (podscriptsFiles). */}}
+{{- define "kv-tiered-inference.hyperpod.podscriptsChecksum" -}}
+{{- include "kv-tiered-inference.podscriptsChecksum" (prepend (include "kv-tiered-inference.hyperpod.podscriptsFiles" . | fromJsonArray) .) -}}
+{{- end -}}
+
+{{/*
 The container of the operator's Deployment that holds LMCache's L1/L2 configuration, as a CEL expression:
 the vLLM container, named like the Deployment, in InProcess mode; the LMCache server sidecar, by its
 name, in MultiProcess mode.
@@ -75,25 +100,54 @@ object.metadata.name
 Each endpoint's L2 namespace (l2Namespace of _cache.tpl) as a CEL expression on the Deployment the patch
 is writing: a map literal {endpoint name: value} indexed by object.metadata.name (the matchConditions
 admit only this release's endpoints). Every endpoint's model argument is /opt/ml/model, so one directory
-for all would let two models read each other's chunks. Input: dict "root" $ "value" "url"|"adapter".
-url: the LMCache remote_url; adapter: MultiProcess's `--l2-adapter` JSON (LMCache >= 0.5's server takes
-its L2 from that argument, not from LMCACHE_* variables): the filesystem adapter on the namespace.
+for all would let two models read each other's chunks. Input: dict "root" $ "value" "l2env"|"adapter".
+l2env: the value of the InProcess variable l2EnvName names (the LMCache remote_url, or the L2 plugin's
+extra_config JSON); adapter: MultiProcess's `--l2-adapter` JSON (LMCache >= 0.5's server takes its L2 from
+that argument, not from LMCACHE_* variables): the bundle's sealed adapter (sealedAdapter) or LMCache's
+filesystem adapter on the namespace.
 */}}
 {{- define "kv-tiered-inference.hyperpod.l2ByEndpointCel" -}}
 {{- $root := .root -}}
 {{- $byEndpoint := dict -}}
 {{- range $root.Values.models -}}
 {{- $model := dict "root" $root "model" . -}}
+{{- if eq $.value "adapter" -}}
 {{- $path := printf "%s/%s" (include "kv-tiered-inference.hyperpod.l2MountPath" $root) (include "kv-tiered-inference.l2Namespace" $model) -}}
-{{- $adapter := dict "type" "fs" "base_path" $path | toJson -}}
-{{- $_ := set $byEndpoint .name (ternary (include "kv-tiered-inference.remoteUrl" $model) $adapter (eq $.value "url")) -}}
+{{- $adapter := dict "type" "fs" "base_path" $path -}}
+{{- if include "kv-tiered-inference.hyperpod.sealedAdapter" $root -}}
+{{- $adapter = dict "type" "plugin" "module_path" "l2_adapter" "class_name" "KvtierSealedFSL2Adapter" "adapter_params" (dict "base_path" $path) -}}
+{{- end -}}
+{{- $_ := set $byEndpoint .name (toJson $adapter) -}}
+{{- else if include "kv-tiered-inference.l2Plugin" $root -}}
+{{- $_ := set $byEndpoint .name (include "kv-tiered-inference.l2PluginConfig" $model) -}}
+{{- else -}}
+{{- $_ := set $byEndpoint .name (include "kv-tiered-inference.remoteUrl" $model) -}}
+{{- end -}}
 {{- end -}}
 {{- printf "%s[object.metadata.name]" (toJson $byEndpoint) -}}
 {{- end -}}
 
-{{/* The start of every --l2-adapter JSON the patch writes (toJson sorts keys), to find a stale one. */}}
-{{- define "kv-tiered-inference.hyperpod.l2AdapterPrefix" -}}
-{{- printf "{\"base_path\":%s" (printf "%s/" (include "kv-tiered-inference.hyperpod.l2MountPath" .) | toJson | trimSuffix "\"") -}}
+{{/*
+The InProcess variable that carries each endpoint's L2 (l2ByEndpointCel "l2env"): LMCACHE_EXTRA_CONFIG with
+the bundle's L2 plugin (cache.l2.integrity or recordHits; LMCache reads remote_storage_plugins and
+extra_config from LMCACHE_* variables as from its config file), else LMCACHE_REMOTE_URL (LMCache's own fs
+connector).
+*/}}
+{{- define "kv-tiered-inference.hyperpod.l2EnvName" -}}
+{{- ternary "LMCACHE_EXTRA_CONFIG" "LMCACHE_REMOTE_URL" (not (empty (include "kv-tiered-inference.l2Plugin" .))) -}}
+{{- end -}}
+
+{{/* The pod volume of the podscripts ConfigMap the patched container imports from (podscriptsFiles). */}}
+{{- define "kv-tiered-inference.hyperpod.podscriptsVolume" -}}kvtier-podscripts{{- end -}}
+
+{{/*
+A CEL condition on an argument `a`: it is an --l2-adapter JSON the patch writes, the sealed adapter's or
+LMCache's fs adapter's, on a namespace under the L2 mount (toJson sorts keys, so each starts alike): to
+find a stale one, whichever of the two an earlier release wrote.
+*/}}
+{{- define "kv-tiered-inference.hyperpod.ourL2AdapterCel" -}}
+{{- $mount := printf "%s/" (include "kv-tiered-inference.hyperpod.l2MountPath" .) | toJson | trimSuffix "\"" -}}
+{{- printf "(a.startsWith(%s) || a.startsWith(%s))" (printf "{\"base_path\":%s" $mount | toJson) (printf "{\"adapter_params\":{\"base_path\":%s" $mount | toJson) -}}
 {{- end -}}
 
 {{/*
@@ -129,7 +183,9 @@ hyperpod-operator-supports and hyperpod-multiprocess-lmcache say the same before
 
 {{/*
 The environment the patch sets on the cache container alike for every endpoint, as a JSON list of
-{name, value}; LMCACHE_REMOTE_URL, per endpoint, is set next to it (l2ByEndpointCel).
+{name, value}; the variable l2EnvName names, per endpoint, is set next to it (l2ByEndpointCel). LMCache
+loads the L2 plugin by name; Python imports it, or the sealed adapter, from the podscripts ConfigMap
+(PYTHONPATH).
 */}}
 {{- define "kv-tiered-inference.hyperpod.patchEnv" -}}
 {{- $env := list
@@ -137,12 +193,21 @@ The environment the patch sets on the cache container alike for every endpoint, 
   (dict "name" "LMCACHE_CHUNK_SIZE" "value" (toString .Values.cache.chunkSize))
   (dict "name" "LMCACHE_PRE_CACHING_HASH_ALGORITHM" "value" (toString .Values.cache.hashAlgorithm))
   (dict "name" "PYTHONHASHSEED" "value" (toString .Values.cache.hashSeed)) -}}
+{{- if include "kv-tiered-inference.l2Plugin" . -}}
+{{- $env = append $env (dict "name" "LMCACHE_REMOTE_STORAGE_PLUGINS" "value" (include "kv-tiered-inference.l2PluginName" .)) -}}
+{{- end -}}
+{{- if include "kv-tiered-inference.hyperpod.podscriptsFiles" . -}}
+{{- $env = append $env (dict "name" "PYTHONPATH" "value" (include "kv-tiered-inference.podscriptsMountPath" .)) -}}
+{{- end -}}
 {{- toJson $env -}}
 {{- end -}}
 
-{{/* Names the patch owns in the container's env: those it sets plus those it removes (JSON list). */}}
+{{/*
+Names the patch owns in the container's env: those it sets plus those it removes (JSON list). The operator's
+LMCACHE_REMOTE_URL goes whichever variable carries the endpoint's L2.
+*/}}
 {{- define "kv-tiered-inference.hyperpod.managedEnvNames" -}}
-{{- $names := list "LMCACHE_REMOTE_URL" -}}
+{{- $names := list "LMCACHE_REMOTE_URL" (include "kv-tiered-inference.hyperpod.l2EnvName" .) -}}
 {{- range (include "kv-tiered-inference.hyperpod.patchEnv" . | fromJsonArray) -}}
 {{- $names = append $names .name -}}
 {{- end -}}

@@ -5,7 +5,8 @@ lmcache-cpu-copy stand-in). Runs in the engine venv (vLLM importable, so PYTHONH
 
     .venv-engine/bin/python tests/harness/engine/lmcache_probe.py CASES.json
 
-CASES: a JSON list; each case {"action": "store"|"lookup", "config": path of lmcache.yaml, "model_arg",
+CASES: a JSON list; each case {"action": "store"|"lookup", "config": path of lmcache.yaml or, for a pod whose
+LMCache reads LMCACHE_* variables (HyperPod's), "env": {name: value}, "model_arg",
 "served_model_name", "world_size", "worker_id", "dtype", "layers", "kv_heads", "head_size", "tokens": [...],
 "kv_seed", "pythonpath": optional list (the pod's PYTHONPATH), "fault": optional "delete_after_lookup",
 "skip_prefix": optional n, a multiple of the chunk size: store only past the first n tokens, as vLLM does
@@ -20,6 +21,7 @@ one JSON line per case: {"hit_tokens", "retrieved_tokens", "data_ok", "lookup_af
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import traceback
@@ -98,12 +100,26 @@ def wait_for_puts(
         time.sleep(0.1)
 
 
+def config_of(request: dict[str, Any]) -> LMCacheEngineConfig:
+    """The pod's LMCache configuration: its file, or LMCache's own reading of its environment (`env`, set
+    for this case only)."""
+    if "env" not in request:
+        return LMCacheEngineConfig.from_file(request["config"])
+    saved = dict(os.environ)
+    os.environ.update(request["env"])
+    try:
+        return LMCacheEngineConfig.from_env()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 def run_case(request: dict[str, Any]) -> dict[str, Any]:
     action = request["action"]
     for entry in request.get("pythonpath", []):  # as the pod's PYTHONPATH would
         if entry not in sys.path:
             sys.path.insert(0, entry)
-    config = LMCacheEngineConfig.from_file(request["config"])
+    config = config_of(request)
     tokens = torch.tensor(request["tokens"], dtype=torch.long)
     slots = torch.arange(len(tokens), dtype=torch.long)
     engine = engine_for(request, config.chunk_size, config)

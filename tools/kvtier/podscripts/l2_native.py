@@ -26,17 +26,16 @@ access (PEP 562), so this file imports without vLLM (the toolkit has none).
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import mmap
 import os
 import threading
 from collections.abc import Callable
 from typing import Any
 
 try:
-    from . import l2_integrity
-except ImportError:  # in the engine pod: a top-level module beside l2_integrity.py
+    from . import l2_blocks, l2_integrity
+except ImportError:  # in the engine pod: a top-level module beside l2_blocks.py and l2_integrity.py
+    import l2_blocks  # type: ignore[no-redef]
     import l2_integrity  # type: ignore[no-redef]
 
 CLASS_NAME = "KvtierSealedFsTier"
@@ -44,64 +43,6 @@ MODULE = "l2_native"
 PAGE = l2_integrity.PAGE_BYTES
 
 log = logging.getLogger("kvtier.l2")
-_local = threading.local()
-
-
-def _trailer_buffer() -> mmap.mmap:
-    """This thread's page-aligned trailer buffer (O_DIRECT needs aligned buffers)."""
-    page = getattr(_local, "page", None)
-    if page is None:
-        page = _local.page = mmap.mmap(-1, PAGE)
-    return page
-
-
-def _temp_name(final: str) -> str:
-    # `<final>_<n>.tmp`, the shape of vLLM's own temp names, which the eviction and warm-up scans skip
-    return f"{final}_{os.getpid()}_{threading.get_ident()}.tmp"
-
-
-def store_block(final: str, name: str, block: memoryview, o_direct: int) -> None:
-    """Write one chunk's KV and its trailer page to a temp file, then rename it over `final`. A chunk already
-    there is left as it is (vLLM's store does the same: the same name is the same KV)."""
-    if os.path.exists(final):
-        return
-    os.makedirs(os.path.dirname(final), exist_ok=True)
-    page = _trailer_buffer()
-    page[:] = l2_integrity.page_trailer(name, block)
-    temp = _temp_name(final)
-    try:
-        fd = os.open(temp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_TRUNC | o_direct, 0o644)
-        try:
-            written = os.writev(fd, [block, page])
-        finally:
-            os.close(fd)
-        if written != len(block) + PAGE:
-            raise OSError(f"short write of {temp}: {written} of {len(block) + PAGE} bytes")
-        os.replace(temp, final)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(temp)
-        raise
-
-
-def load_block(path: str, name: str, block: memoryview, o_direct: int) -> str | None:
-    """Read one sealed chunk into `block`: None when it verified, else why not (l2_integrity's words). The
-    size is checked before anything is read; one open, so KV and trailer come from one file even while a
-    writer renames a new one over it. FileNotFoundError (evicted since the lookup) propagates."""
-    fd = os.open(path, os.O_RDONLY | o_direct)
-    try:
-        size = os.fstat(fd).st_size
-        if size == len(block):
-            return l2_integrity.UNSEALED
-        if size != len(block) + PAGE:
-            return l2_integrity.SHORT if size < len(block) + PAGE else l2_integrity.MISMATCH
-        page = _trailer_buffer()
-        got = os.readv(fd, [block, page])
-    finally:
-        os.close(fd)
-    if got != len(block) + PAGE:
-        return l2_integrity.SHORT
-    return l2_integrity.page_problem(name, block, bytes(page))
 
 
 def _slots(view: memoryview, offsets: list[int], size: int) -> list[memoryview]:
@@ -121,7 +62,7 @@ def store_blocks(
 ) -> None:
     """Store each chunk `view[offset:offset + size]` sealed at its path (vLLM's batch_store_block's job)."""
     for path, block in zip(paths, _slots(view, offsets, size), strict=True):
-        store_block(path, os.path.relpath(path, root), block, o_direct)
+        l2_blocks.store_block(path, os.path.relpath(path, root), block, o_direct)
 
 
 def load_blocks(
@@ -138,27 +79,13 @@ def load_blocks(
     failed reads). A chunk that fails verification is logged, counted and removed."""
     for i, (path, block) in enumerate(zip(paths, _slots(view, offsets, size), strict=True)):
         try:
-            why = load_block(path, os.path.relpath(path, root), block, o_direct)
+            why = l2_blocks.load_block(path, os.path.relpath(path, root), block, o_direct)
             if why is not None:
-                _reject(path, why, rejections)
+                l2_blocks.reject(path, why, rejections)
                 raise OSError(f"L2 chunk {path} failed verification ({why})")
         except OSError as error:
             error.num_succeeded = i  # type: ignore[attr-defined]
             raise
-
-
-def _reject(path: str, why: str, rejections: l2_integrity.Rejections) -> None:
-    rejections.add(why)
-    log.error(
-        "L2 chunk %s failed verification (%s), served as a miss and removed; rejected so far: %s",
-        path,
-        why,
-        dict(rejections.counts),
-    )
-    try:
-        os.remove(path)
-    except OSError as error:
-        log.warning("could not remove rejected L2 chunk %s: %s", path, error)
 
 
 def is_fs_tier(tier: Any) -> bool:
@@ -204,12 +131,12 @@ def _build_tier_class() -> type:
             self.root_dir = root_dir
             self.rejections = l2_integrity.Rejections()
             self._failures_lock = threading.Lock()
-            # What the two overrides below share with vLLM's tier: refuse to start on a vLLM whose tier
-            # keeps them elsewhere, rather than fail on the first request.
-            shared = ("_pool", "_primary_kv_view", "_block_size", "_use_o_direct", "file_mapper", "events")
-            books = ("_store_job_keys", "_load_job_keys", "_job_block_counts", "_load_progress")
-            missing = [a for a in shared if not hasattr(self, a)]
-            missing += [a for a in books if not isinstance(getattr(self, a, None), dict)]
+            # What the two overrides below share with vLLM's tier.
+            missing = l2_blocks.missing_state(
+                self,
+                ("_pool", "_primary_kv_view", "_block_size", "_use_o_direct", "file_mapper", "events"),
+                ("_store_job_keys", "_load_job_keys", "_job_block_counts", "_load_progress"),
+            )
             if missing:
                 raise RuntimeError(
                     f"{CLASS_NAME}: this vLLM's FileSystemTierManager has no {', '.join(missing)}; "

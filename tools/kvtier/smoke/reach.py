@@ -22,6 +22,9 @@ from kvtier.errors import UserError
 
 L2_URL_ENV = "LMCACHE_REMOTE_URL"
 FS_SCHEME = "fs://"
+# HyperPod InProcess with the chart's L2 plugin: its directory is a key of LMCACHE_EXTRA_CONFIG (JSON).
+EXTRA_CONFIG_ENV = "LMCACHE_EXTRA_CONFIG"
+PLUGIN_BASE_PATH = "remote_storage_plugin.kvtier_l2.base_path"
 L2_VOLUME = "l2cache"  # the umbrella chart's L2 volume name
 API_KEY_ENV = "VLLM_API_KEY"  # the key vLLM requires on /v1 (auth.apiKeySecret)
 
@@ -30,7 +33,7 @@ API_KEY_ENV = "VLLM_API_KEY"  # the key vLLM requires on /v1 (auth.apiKeySecret)
 class PodPort:
     pod: str
     port: int
-    l2_path: str | None = None  # the engine's filesystem L2 directory (from LMCACHE_REMOTE_URL)
+    l2_path: str | None = None  # the engine's filesystem L2 directory (see l2_path)
     container: str | None = None
     api_key: tuple[str, str] | str | None = None  # VLLM_API_KEY: (Secret, key) or a literal value
 
@@ -56,13 +59,25 @@ def _port(pod: Any, names: tuple[str, ...]) -> tuple[int, str]:
     raise UserError(f"pod {pod.metadata.name} declares no container port; cannot reach it")
 
 
+def _plugin_base_path(value: str | None) -> str | None:
+    try:
+        extra = json.loads(value or "")
+    except json.JSONDecodeError:
+        return None
+    path = extra.get(PLUGIN_BASE_PATH) if isinstance(extra, dict) else None
+    return path if isinstance(path, str) and path.startswith("/") else None
+
+
 def l2_path(pod: Any, container: str) -> str | None:
-    """The engine's filesystem L2 directory: LMCACHE_REMOTE_URL `fs://host:port/path/` (HyperPod's
-    patched pods), else the mount of the chart's `l2cache` volume; None when the pod has no L2."""
+    """The engine's filesystem L2 directory on HyperPod's patched pods: the chart's L2 plugin's base_path in
+    LMCACHE_EXTRA_CONFIG, or LMCACHE_REMOTE_URL `fs://host:port/path/`; else the mount of the chart's
+    `l2cache` volume; None when the pod has no L2."""
     for c in pod.spec.containers:
         if c.name != container:
             continue
         for env in c.env or []:
+            if env.name == EXTRA_CONFIG_ENV and (path := _plugin_base_path(env.value)):
+                return path
             if env.name == L2_URL_ENV and (env.value or "").startswith(FS_SCHEME):
                 rest = env.value[len(FS_SCHEME) :]
                 return "/" + rest.split("/", 1)[1] if "/" in rest else None

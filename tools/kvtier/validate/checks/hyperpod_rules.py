@@ -16,6 +16,14 @@ from kvtier.values import lookup
 SEMVER_TAG = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)")
 
 
+def _multiprocess(values: dict) -> bool:
+    """Target hyperpod with the operator's LMCache server sidecar (hyperpod.lmcache.mode MultiProcess)."""
+    return (
+        lookup(values, "target") == "hyperpod"
+        and lookup(values, "hyperpod", "lmcache", "mode") == "MultiProcess"
+    )
+
+
 def _older(version: str, since: str) -> bool:
     try:
         return facts.version_key(version) < facts.version_key(since)
@@ -57,9 +65,7 @@ def operator_supports(ctx: ValuesContext) -> Iterator[Hit]:
     "hyperpod.lmcache.mode: InProcess",
 )
 def multiprocess_lmcache(ctx: ValuesContext) -> Iterator[Hit]:
-    if lookup(ctx.values, "target") != "hyperpod":
-        return
-    if lookup(ctx.values, "hyperpod", "lmcache", "mode") != "MultiProcess":
+    if not _multiprocess(ctx.values):
         return
     tag = str(lookup(ctx.values, "hyperpod", "worker", "image", "tag", default=""))
     found = SEMVER_TAG.match(tag)
@@ -108,4 +114,29 @@ def api_key_on_hyperpod(ctx: ValuesContext) -> Iterator[Hit]:
         yield Hit(
             "auth.apiKeySecret.name is set on target hyperpod, where the operator renders the engine pods",
             ("auth", "apiKeySecret", "name"),
+        )
+
+
+@rule(
+    "hyperpod-multiprocess-record-hits",
+    reason="in MultiProcess mode the operator's LMCache server sidecar takes its L2 from `--l2-adapter`, "
+    "which the patch points at LMCache's fs adapter or the bundle's sealed one (cache.l2.integrity); "
+    "neither records hits: the hit recorder is the InProcess L2 plugin, so eviction orders those chunks "
+    "by write time (docs/eviction.md)",
+    remedy="set cache.l2.eviction.recordHits: false to state that this release evicts by write time, or "
+    "use hyperpod.lmcache.mode: InProcess",
+)
+def multiprocess_record_hits(ctx: ValuesContext) -> Iterator[Hit]:
+    values = ctx.values
+    if not _multiprocess(values):
+        return
+    if (
+        lookup(values, "cache", "l2", "enabled") is True
+        and lookup(values, "cache", "l2", "eviction", "recordHits", default=False) is True
+    ):
+        yield Hit(
+            "cache.l2.eviction.recordHits is on, but hyperpod.lmcache.mode MultiProcess loads no hit "
+            "recorder",
+            ("cache", "l2", "eviction", "recordHits"),
+            severity="warning",
         )
