@@ -189,3 +189,51 @@ def test_overriding_an_invariant_is_refused(
     result = render(CHART, values=[values_file(tmp_path, model, **top)])
     assert result.returncode != 0
     assert message in result.stderr
+
+
+def expanded_env(container: dict[str, Any]) -> dict[str, str]:
+    """The container's variables as the kubelet sets them: `$(NAME)` expands to a variable defined before it
+    (an unknown reference stays as written); a valueFrom reads as `<valueFrom NAME>`."""
+    seen: dict[str, str] = {}
+    for item in container.get("env", []):
+        if "valueFrom" in item:
+            seen[item["name"]] = f"<valueFrom {item['name']}>"
+            continue
+        value = re.sub(r"\$\((\w+)\)", lambda m: seen.get(m[1], m[0]), str(item.get("value", "")))
+        seen[item["name"]] = value
+    return seen
+
+
+USER_PYTHONPATHS = {
+    "value": ({"name": "PYTHONPATH", "value": "/opt/mine"}, "/opt/mine"),
+    "valueFrom": (
+        {"name": "PYTHONPATH", "valueFrom": {"configMapKeyRef": {"name": "paths", "key": "python"}}},
+        "<valueFrom KVTIER_USER_PYTHONPATH>",
+    ),
+}
+
+
+BACKENDS = {
+    "lmcache": {},
+    "vllm-native": {"cache.backend": "vllm-native", "cache.hashAlgorithm": "sha256"},
+}
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+@pytest.mark.parametrize("form", sorted(USER_PYTHONPATHS))
+def test_a_pythonpath_in_extra_env_keeps_the_chart_modules_importable(
+    tmp_path: Path, backend: str, form: str
+) -> None:
+    """The engines import the chart's connector, plugin or tier from the podscripts mount: with a user's
+    PYTHONPATH in engine.extraEnv, the one the container ends up with starts with that mount and keeps the
+    user's entries after it."""
+    item, user_entry = USER_PYTHONPATHS[form]
+    values = values_file(tmp_path, engine={"extraEnv": [{"name": "BEFORE", "value": "1"}, item]})
+    docs = render_docs(CHART, values=[values], set_values=BACKENDS[backend])
+    assert engines(docs)
+    for deployment in engines(docs):
+        container = vllm(deployment)
+        names = [e["name"] for e in container["env"]]
+        assert names.count("PYTHONPATH") == 1, names
+        mount = next(m["mountPath"] for m in container["volumeMounts"] if m["name"] == "podscripts")
+        assert expanded_env(container)["PYTHONPATH"].split(":") == [mount, user_entry]

@@ -200,3 +200,33 @@ The full `vllm serve` argument list of one model, as JSON. Input: dict "root" $ 
 {{- toJson $res -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+engine.extraEnv as a YAML list, in its order. When the engines import the chart's modules from the podscripts
+ConfigMap (.podscripts), a PYTHONPATH item keeps the mount first, where it stands: the chart's own PYTHONPATH
+is then left out (a second one would hide it, and vLLM would not find its connector or tier). A literal value
+is joined after the mount; a valueFrom is read into KVTIER_USER_PYTHONPATH and referenced as $(...), which
+the kubelet expands from the variables before it.
+*/}}
+{{- define "kv-tiered-inference.engineExtraEnv" -}}
+{{- $mount := include "kv-tiered-inference.podscriptsMountPath" .root -}}
+{{- $items := list -}}
+{{- range (.root.Values.engine.extraEnv | default list) -}}
+{{- if and $.podscripts (eq .name "PYTHONPATH") -}}
+{{- if .valueFrom -}}
+{{- $items = append $items (dict "name" "KVTIER_USER_PYTHONPATH" "valueFrom" .valueFrom) -}}
+{{- $items = append $items (dict "name" "PYTHONPATH" "value" (printf "%s:$(KVTIER_USER_PYTHONPATH)" $mount)) -}}
+{{- else -}}
+{{- $items = append $items (dict "name" "PYTHONPATH" "value" (join ":" (compact (list $mount (toString (.value | default "")))))) -}}
+{{- end -}}
+{{- else -}}
+{{- $items = append $items . -}}
+{{- end -}}
+{{- end -}}
+{{- with $items }}{{ toYaml . }}{{ end -}}
+{{- end -}}
+
+{{/* Whether engine.extraEnv sets PYTHONPATH (kv-tiered-inference.engineExtraEnv then renders the chart's). */}}
+{{- define "kv-tiered-inference.extraEnvSetsPythonPath" -}}
+{{- range (.Values.engine.extraEnv | default list) }}{{ if eq .name "PYTHONPATH" }}true{{ end }}{{ end -}}
+{{- end -}}
