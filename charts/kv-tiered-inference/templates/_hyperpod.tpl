@@ -118,10 +118,8 @@ filesystem adapter on the namespace.
 {{- $adapter = dict "type" "plugin" "module_path" "l2_adapter" "class_name" "KvtierSealedFSL2Adapter" "adapter_params" (dict "base_path" $path) -}}
 {{- end -}}
 {{- $_ := set $byEndpoint .name (toJson $adapter) -}}
-{{- else if include "kv-tiered-inference.l2Plugin" $root -}}
-{{- $_ := set $byEndpoint .name (include "kv-tiered-inference.l2PluginConfig" $model) -}}
 {{- else -}}
-{{- $_ := set $byEndpoint .name (include "kv-tiered-inference.remoteUrl" $model) -}}
+{{- $_ := set $byEndpoint .name (include "kv-tiered-inference.hyperpod.l2EnvValue" $model) -}}
 {{- end -}}
 {{- end -}}
 {{- printf "%s[object.metadata.name]" (toJson $byEndpoint) -}}
@@ -135,6 +133,18 @@ connector).
 */}}
 {{- define "kv-tiered-inference.hyperpod.l2EnvName" -}}
 {{- ternary "LMCACHE_EXTRA_CONFIG" "LMCACHE_REMOTE_URL" (not (empty (include "kv-tiered-inference.l2Plugin" .))) -}}
+{{- end -}}
+
+{{/*
+One endpoint's value of the variable l2EnvName names: the L2 plugin's extra_config JSON, else LMCache's
+remote_url. Input: dict "root" $ "model" <models[] entry>.
+*/}}
+{{- define "kv-tiered-inference.hyperpod.l2EnvValue" -}}
+{{- if include "kv-tiered-inference.l2Plugin" .root -}}
+{{- include "kv-tiered-inference.l2PluginConfig" . -}}
+{{- else -}}
+{{- include "kv-tiered-inference.remoteUrl" . -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The pod volume of the podscripts ConfigMap the patched container imports from (podscriptsFiles). */}}
