@@ -93,8 +93,8 @@ def tenant_isolation(ctx: ValuesContext) -> Iterator[Hit]:
     ):
         return
     offloads = any(lookup(values, "cache", tier, "enabled") is True for tier in ("l1", "l2"))
-    in_process = lookup(values, "hyperpod", "lmcache", "mode", default="InProcess") != "MultiProcess"
-    if lookup(values, "cache", "backend", default="lmcache") == "lmcache" and offloads and in_process:
+    lmcache = lookup(values, "cache", "backend", default="lmcache") == "lmcache"
+    if lmcache and offloads and not _multiprocess(values):
         yield Hit(
             "cache.tenantIsolation is on, but the operator's InProcess LMCache connector keys L1/L2 "
             "chunks on tokens alone, so tenants' cache_salt cannot keep them apart",
