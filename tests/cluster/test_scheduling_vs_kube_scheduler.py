@@ -11,10 +11,10 @@ time and are deleted before the next, so each meets empty nodes, as the function
 from __future__ import annotations
 
 import random
-import secrets
 import time
 from typing import Any
 
+from harness import node_pool
 from kvtier import scheduling
 from kvtier.cluster.common.rest import Rest
 from kvtier.cluster.kwok import nodes as fake_nodes
@@ -155,36 +155,15 @@ def _delete(rest: Rest, namespace: str, name: str) -> None:
 
 
 def _served(rest: Rest, run: str) -> list[dict[str, Any]]:
-    """This run's nodes as the API server holds them (with any taint a controller added)."""
-    return list(rest.get("/api/v1/nodes", labelSelector=f"{RUN_KEY}={run}")["items"])
-
-
-def _wait_ready(rest: Rest, run: str, count: int) -> None:
-    """kwok marks the nodes Ready, then the node lifecycle controller lifts its not-ready taint."""
-    deadline = time.monotonic() + 90
-    while True:
-        served = _served(rest, run)
-        names = [n["metadata"]["name"] for n in served]
-        tainted = [
-            n["metadata"]["name"]
-            for n in served
-            if any(t["key"] == "node.kubernetes.io/not-ready" for t in n["spec"].get("taints") or [])
-        ]
-        if len(served) == count and not fake_nodes.not_ready(rest, names) and not tainted:
-            return
-        assert time.monotonic() < deadline, f"nodes not Ready and untainted in 90 s: {names}, {tainted}"
-        time.sleep(0.5)
+    return node_pool.served(rest, f"{RUN_KEY}={run}")
 
 
 def test_a_node_fits_exactly_when_the_scheduler_binds_the_pod_there(kube_rest: Rest, make_namespace) -> None:
     namespace = make_namespace("scheduling", enforce="privileged")
     rng = random.Random(SEED)
-    run = secrets.token_hex(3)
+    run = node_pool.run_id()
     nodes = [_node(rng, run, i) for i in range(NODES)]
-    try:
-        for node in nodes:
-            kube_rest.post("/api/v1/nodes", node)
-        _wait_ready(kube_rest, run, NODES)
+    with node_pool.added(kube_rest, nodes, f"{RUN_KEY}={run}"):
         disagreements, bound = [], 0
         for i in range(PODS):
             pod = _pod(rng, run, i, f"sched-{run}-{rng.randrange(NODES)}")
@@ -200,6 +179,3 @@ def test_a_node_fits_exactly_when_the_scheduler_binds_the_pod_there(kube_rest: R
         assert not disagreements, (len(disagreements), disagreements[:2], nodes)
         assert PODS // 5 < bound < PODS * 4 // 5, f"{bound} of {PODS} bound: the generator tests little"
         print(f"scheduling: {bound} of {PODS} pods bound, {PODS - bound} refused, every verdict as predicted")
-    finally:
-        for node in _served(kube_rest, run):
-            kube_rest.delete(f"/api/v1/nodes/{node['metadata']['name']}")

@@ -6,11 +6,11 @@ now about the GPU taint, at the user's line. Repeating both tolerations passes."
 
 from __future__ import annotations
 
-import secrets
 from pathlib import Path
 
 import yaml
 
+from harness import node_pool
 from kvtier import paths
 from kvtier.cluster.common.rest import Rest
 from kvtier.cluster.kwok import nodes as fake_nodes
@@ -54,7 +54,7 @@ def test_engines_no_node_tolerates_are_an_error_at_the_tolerations_the_user_wrot
     kube_cluster: Path, kube_rest: Rest, make_namespace, tmp_path: Path
 ) -> None:
     namespace = make_namespace("placement", enforce="privileged")
-    run = secrets.token_hex(3)
+    run = node_pool.run_id()
     nodes = [_node(run, i) for i in range(2)]
     pinned = {"models": yaml.safe_load(STAGING.read_text())["models"]}
     for model in pinned["models"]:
@@ -66,13 +66,11 @@ def test_engines_no_node_tolerates_are_an_error_at_the_tolerations_the_user_wrot
         path.write_text(yaml.safe_dump(values, sort_keys=False))
         return path
 
-    try:
-        for node in nodes:
-            kube_rest.post("/api/v1/nodes", node)
-
+    with node_pool.added(kube_rest, nodes, f"{POOL}={run}"):
         report, found = _placement(kube_cluster, namespace, overlay(None))
         engines = [f for f in found if "engine" in f.subject.lower() or "Deployment/" in f.subject]
-        # Failed once (2026-12-03) with no placement finding at all, beside a cold real-node run: say why.
+        # Failed once (2026-12-03) with no placement finding at all: the run label was then a bare hex
+        # string, and one like 12e345 is a number in YAML, so the overlay selected no node (node_pool.run_id).
         assert engines and all(f.severity == "error" for f in engines), (found, report.fatal, report.checks)
         assert all("dedicated=inference:NoSchedule not tolerated" in f.message for f in engines), engines
         assert report.checks[PLACEMENT].status == "failed"
@@ -87,7 +85,3 @@ def test_engines_no_node_tolerates_are_an_error_at_the_tolerations_the_user_wrot
         report, found = _placement(kube_cluster, namespace, overlay([GPU, DEDICATED]))
         assert not found, found
         assert report.checks[PLACEMENT].status == "ok", report.checks[PLACEMENT]
-    finally:
-        for node in nodes:
-            if kube_rest.find(f"/api/v1/nodes/{node['metadata']['name']}") is not None:
-                kube_rest.delete(f"/api/v1/nodes/{node['metadata']['name']}")

@@ -8,7 +8,6 @@ StatefulSet of a pretended earlier install, a service account with a narrow Role
 from __future__ import annotations
 
 import json
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 import yaml
 from preflight_support import RELEASE, STANDALONE, run_rule, variant
 
+from harness import node_pool
 from kvtier import exitcodes, preflight
 from kvtier.cli import main
 from kvtier.cluster.common.rest import Rest
@@ -114,37 +114,32 @@ def test_gpu_nodes_fail_for_an_absent_instance_type(
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 DEDICATED = {"key": "dedicated", "operator": "Equal", "value": "inference", "effect": "NoSchedule"}
+POOL = "kvtier.test/preflight-pool"
 
 
 @pytest.fixture
 def tainted_pool(kube_rest: Rest) -> Iterator[dict[str, str]]:
     """Two GPU nodes of this test only (a pool label), tainted for GPUs and for `dedicated=inference`."""
-    run = secrets.token_hex(3)
-    pool = {"kvtier.test/preflight-pool": run}
+    run = node_pool.run_id()
+    pool = {POOL: run}
     allocatable = {"cpu": "15890m", "memory": "127382Mi", "nvidia.com/gpu": "1", "pods": "110"}
     labels = {**pool, fake_nodes.FAKE_LABEL: "true", "node.kubernetes.io/instance-type": "ml.g6e.4xlarge"}
     taints = [
         {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
         {"key": "dedicated", "value": "inference", "effect": "NoSchedule"},
     ]
-    names = [f"preflight-{run}-{i}" for i in range(2)]
-    for name in names:
-        kube_rest.post(
-            "/api/v1/nodes",
-            {
-                "apiVersion": "v1",
-                "kind": "Node",
-                "metadata": {"name": name, "labels": labels},
-                "spec": {"taints": taints},
-                "status": {"capacity": allocatable, "allocatable": allocatable},
-            },
-        )
-    try:
+    bodies = [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": f"preflight-{run}-{i}", "labels": labels},
+            "spec": {"taints": taints},
+            "status": {"capacity": allocatable, "allocatable": allocatable},
+        }
+        for i in range(2)
+    ]
+    with node_pool.added(kube_rest, bodies, f"{POOL}={run}"):
         yield pool
-    finally:
-        for name in names:
-            if kube_rest.find(f"/api/v1/nodes/{name}") is not None:
-                kube_rest.delete(f"/api/v1/nodes/{name}")
 
 
 def test_gpu_nodes_hold_the_rendered_engines_to_the_taints(
@@ -162,6 +157,18 @@ def test_gpu_nodes_hold_the_rendered_engines_to_the_taints(
     both = variant(tmp_path, env, "both", models=models, **{"engine.tolerations": tolerations})
     result = run_rule(both, ns, kube_rest, "gpu-nodes")
     assert result.status == "pass", result.detail
+
+
+def test_gpu_nodes_say_when_they_judged_by_labels_only(
+    env: Path, ns: str, kube_rest: Rest, tmp_path: Path, tainted_pool: dict[str, str]
+) -> None:
+    """A selector value YAML reads as a number (`pool: 12e3`, unquoted) fails the chart's schema: with no
+    rendered pods to hold to the taints, the result says it matched labels only, and why."""
+    models = yaml.safe_load(env.read_text())["models"]
+    models = [dict(models[0], nodeSelector={POOL: 12e3})]
+    result = run_rule(variant(tmp_path, env, "number", models=models), ns, kube_rest, "gpu-nodes")
+    assert result.status == "fail", result.detail
+    assert "judged by labels only, as the install did not render (" in result.detail, result.detail
 
 
 # nvme-nodes ----------------------------------------------------------------------------------------------

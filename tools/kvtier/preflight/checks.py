@@ -151,7 +151,14 @@ def model_nodes(t: Target, model: dict[str, Any]) -> tuple[list[Obj], str]:
         if _matches(n, model.get("nodeSelector") or {})
         and (not instance_type or _instance_type(n) == instance_type)
     ]
-    return labelled, ""
+    return labelled, _labels_only(t)
+
+
+def _labels_only(t: Target) -> str:
+    """What a result judged without the rendered pods says: taints, affinity and requests went unchecked."""
+    if not t.render_error:
+        return ""
+    return f"judged by labels only, as the install did not render ({t.render_error})"
 
 
 def gpu_nodes(t: Target) -> Result:
@@ -187,8 +194,11 @@ def gpu_nodes(t: Target) -> Result:
             )
     if problems:
         return Result("gpu-nodes", "fail", "; ".join(problems))
+    unchecked = f"; {_labels_only(t)}" if t.render_error else ""
     return Result(
-        "gpu-nodes", "pass", "; ".join(notes) + " (allocatable; GPUs already in use not subtracted)"
+        "gpu-nodes",
+        "pass",
+        "; ".join(notes) + f" (allocatable; GPUs already in use not subtracted{unchecked})",
     )
 
 
@@ -200,7 +210,7 @@ def nvme_nodes(t: Target) -> Result:
     if daemon is not None:
         placeable, refused = _placeable(t, daemon)
     else:
-        placeable, refused = [n for n in t.nodes if _matches(n, selector)], ""
+        placeable, refused = [n for n in t.nodes if _matches(n, selector)], _labels_only(t)
     workers = {_name(n) for n in placeable}
     if not workers:
         why = f": {refused}" if refused else ""
