@@ -18,7 +18,7 @@ READY_TIMEOUT_S = 90.0
 
 def run_id() -> str:
     """A fresh label value for one test's nodes. It starts with a letter: a bare hex string such as
-    `12e345` is a number to YAML (PyYAML writes it unquoted, Helm reads it back as a float), and a values
+    `123e45` is a number to YAML (PyYAML writes it unquoted, Helm reads it back as a float), and a values
     file selecting it would select nothing."""
     return f"r{secrets.token_hex(3)}"
 
