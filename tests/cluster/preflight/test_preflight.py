@@ -183,6 +183,15 @@ def test_nvme_nodes_pass_when_the_selector_finds_the_gpu_nodes(env, ns, kube_res
     assert result.status == "pass", result.detail
 
 
+def test_nvme_nodes_say_when_they_judged_by_labels_only(env, ns, kube_rest, tmp_path) -> None:
+    selector = {"node.kubernetes.io/instance-type": "ml.g6e.4xlarge"}
+    models = [dict(yaml.safe_load(env.read_text())["models"][0], nodeSelector={POOL: 12e3})]  # no render
+    overrides = {"curvine.enabled": True, "curvine.worker.nodeSelector": selector, "models": models}
+    result = run_rule(variant(tmp_path, env, "nvme-number", **overrides), ns, kube_rest, "nvme-nodes")
+    assert result.status == "pass", result.detail
+    assert "(judged by labels only, as the install did not render (" in result.detail, result.detail
+
+
 def test_nvme_nodes_fail_when_no_node_matches(env, ns, kube_rest, tmp_path) -> None:
     selector = {"kvtier.io/no-such-disk": "true"}
     file = variant(

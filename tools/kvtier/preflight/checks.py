@@ -232,8 +232,11 @@ def nvme_nodes(t: Target) -> Result:
             f"{len(workers)} worker node(s); GPU node(s) without a worker (no local L2 writes): "
             + ", ".join(uncovered),
         )
+    unchecked = f" ({_labels_only(t)})" if t.render_error else ""
     return Result(
-        "nvme-nodes", "pass", f"{len(workers)} node(s) for Curvine workers: {', '.join(sorted(workers))}"
+        "nvme-nodes",
+        "pass",
+        f"{len(workers)} node(s) for Curvine workers: {', '.join(sorted(workers))}{unchecked}",
     )
 
 

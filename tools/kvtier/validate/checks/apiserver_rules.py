@@ -148,8 +148,9 @@ def _env_problems(var: dict[str, Any]) -> Iterator[tuple[str, str]]:
     "outside printable ASCII (the relaxed rule, GA in 1.34), whose valueFrom names no source or several, "
     "or that has both a value and a valueFrom (pkg/apis/core/validation ValidateEnv, "
     "validateEnvVarValueFrom); and server-side apply (Helm 4) refuses two variables of one name, env being "
-    "a list keyed by name (x-kubernetes-list-map-keys); extraEnv items reach the pods as written, but "
-    "for a PYTHONPATH, which the chart puts behind the mount of its own Python modules when it mounts them",
+    "a list keyed by name (x-kubernetes-list-map-keys); extraEnv items reach the pods as written, "
+    "except a PYTHONPATH, which the chart puts behind the mount of its own Python modules when it mounts "
+    "them",
     remedy="give each variable a plain name used once per container (drop an extraEnv item that repeats one "
     "the chart sets) and either a value or a valueFrom with exactly one source",
 )
