@@ -12,7 +12,6 @@ from kvtier import waiting
 from kvtier.cluster.common.rest import Rest
 from kvtier.cluster.kwok import nodes as fake_nodes
 
-JOINING_TAINT = "node.kubernetes.io/not-ready"
 READY_TIMEOUT_S = 90.0
 
 
@@ -29,25 +28,17 @@ def served(rest: Rest, selector: str) -> list[dict[str, Any]]:
 
 
 def joining(rest: Rest, selector: str, count: int) -> list[str]:
-    """What keeps the pool from taking pods: missing nodes, nodes not Ready, nodes with the joining taint
-    (empty once all `count` have joined)."""
-    nodes = served(rest, selector)
-    names = [n["metadata"]["name"] for n in nodes]
-    reasons = [f"{count - len(nodes)} node(s) not created"] if len(nodes) != count else []
-    reasons += [f"{name} not Ready" for name in fake_nodes.not_ready(rest, names)]
-    reasons += [
-        f"{n['metadata']['name']} tainted {JOINING_TAINT}"
-        for n in nodes
-        if any(t["key"] == JOINING_TAINT for t in n["spec"].get("taints") or [])
-    ]
-    return reasons
+    """What keeps the pool from taking pods (empty once all `count` nodes have joined)."""
+    names = [n["metadata"]["name"] for n in served(rest, selector)]
+    missing = [f"{count - len(names)} node(s) not created"] if len(names) != count else []
+    return missing + [f"{name} not Ready or still tainted" for name in fake_nodes.not_ready(rest, names)]
 
 
 def wait_joined(rest: Rest, selector: str, count: int) -> None:
     """Wait until `count` nodes match and each is Ready without the joining taint. The API server's
     TaintNodesByCondition admission gives every new node `node.kubernetes.io/not-ready:NoSchedule`; the
     node lifecycle controller lifts it once kwok reports the node Ready (0.3 s when idle, longer on busy
-    cores), and until then no pod that does not tolerate it may land there."""
+    cores), and until then no pod that does not tolerate it may land there (fake_nodes.not_ready)."""
     waiting.wait_until(
         lambda: not joining(rest, selector, count),
         deadline=waiting.deadline_in(READY_TIMEOUT_S),

@@ -53,11 +53,18 @@ def ensure(rest: Rest) -> list[str]:
     return names
 
 
+JOINING_TAINT = "node.kubernetes.io/not-ready"  # the API server's TaintNodesByCondition gives it to new nodes
+
+
 def not_ready(rest: Rest, names: list[str]) -> list[str]:
-    """Names among `names` whose Ready condition is not True (or that do not exist)."""
+    """Names among `names` that no pod could land on yet: absent, Ready not True, or still carrying the
+    not-ready taint of a joining node, which the node lifecycle controller lifts after Ready."""
     ready = set()
     for node in rest.get("/api/v1/nodes")["items"]:
-        for condition in node.get("status", {}).get("conditions") or []:
-            if condition["type"] == "Ready" and condition["status"] == "True":
-                ready.add(node["metadata"]["name"])
+        conditions = node.get("status", {}).get("conditions") or []
+        taints = node.get("spec", {}).get("taints") or []
+        if any(c["type"] == "Ready" and c["status"] == "True" for c in conditions) and not any(
+            t.get("key") == JOINING_TAINT for t in taints
+        ):
+            ready.add(node["metadata"]["name"])
     return [name for name in names if name not in ready]
