@@ -69,8 +69,8 @@ def test_engines_no_node_tolerates_are_an_error_at_the_tolerations_the_user_wrot
     with node_pool.added(kube_rest, nodes, f"{POOL}={run}"):
         report, found = _placement(kube_cluster, namespace, overlay(None))
         engines = [f for f in found if "engine" in f.subject.lower() or "Deployment/" in f.subject]
-        # Failed once (2026-12-03) with no placement finding at all: the run label was then a bare hex
-        # string, and one like 123e45 is a number in YAML, so the overlay selected no node (node_pool.run_id).
+        # Failed once (2026-12-03) with no placement finding at all, most likely as the preflight test did
+        # on 2026-12-05: a bare hex run label like 123e45 is a number in YAML (node_pool.run_id).
         assert engines and all(f.severity == "error" for f in engines), (found, report.fatal, report.checks)
         assert all("dedicated=inference:NoSchedule not tolerated" in f.message for f in engines), engines
         assert report.checks[PLACEMENT].status == "failed"
