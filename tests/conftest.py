@@ -1,14 +1,54 @@
-"""Marks every test by the folder it lives in: tests/<kind>/ -> pytest marker <kind>."""
+"""Marks every test by the folder it lives in (tests/<kind>/ -> pytest marker <kind>), and gives the test run
+folders and names of its own."""
 
 from __future__ import annotations
 
 import os
+import shutil
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from kvtier.cluster.common import binaries
+from kvtier.validate.options import CLUSTER_ENV
+
 KINDS = ("unit", "charts", "cluster", "node", "engine")
+
+# Tests own their state. The clusters a test starts, the control plane its `kvtier validate` keeps up,
+# Helm's config and caches, and the HyperPod SDK's kept verdicts live in folders of the test runs, never in
+# the user's: a user's `kvtier validate` or `kvtier cluster up` beside `make test` is neither seen, reused
+# nor stopped. Only built binaries and images are shared, through $KVTIER_CACHE.
+# $KVTIER_TEST_STATE_DIR moves the test runs' folder (KVTIER_TEST_CLUSTER reuses a named cluster in it).
+TEST_STATE = Path(os.environ.get("KVTIER_TEST_STATE_DIR") or binaries.cache_dir() / "test-state")
+RUNS = TEST_STATE / "runs"
+RUN = RUNS / str(os.getpid())  # this pytest process's own folder, removed when it ends
+os.environ[binaries.STATE_ENV] = str(TEST_STATE)
+os.environ[CLUSTER_ENV] = f"validate-test-{os.getpid()}"
+os.environ["KVTIER_HYPERPOD_VERDICTS"] = str(RUN / "hyperpod-sdk-verdicts")
+for _variable, _folder in (
+    ("HELM_CONFIG_HOME", "config"),
+    ("HELM_CACHE_HOME", "cache"),
+    ("HELM_DATA_HOME", "data"),
+):
+    os.environ[_variable] = str(RUN / "helm" / _folder)
+
+
+def _remove_finished_runs() -> None:
+    """The folders of test runs that ended without their own clean-up (killed), and this run's at its end."""
+    for folder in RUNS.iterdir() if RUNS.is_dir() else []:
+        if folder.name.isdigit() and (folder == RUN or not Path(f"/proc/{folder.name}").exists()):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _remove_finished_runs()
+    RUN.mkdir(parents=True, exist_ok=True)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    _remove_finished_runs()
+
 
 # `kvtier validate` dry-runs on a local control plane by default, and leaves it up for the next run. A test
 # that runs the command gets it offline unless it asks for the server: the default itself is tested in

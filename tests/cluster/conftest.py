@@ -1,8 +1,9 @@
 """Fixtures for tests against the real control plane (kube-apiserver + etcd + KWOK) on loopback.
 
 `kube_cluster` (session) brings a cluster up once per session, or reuses a running one named by
-KVTIER_TEST_CLUSTER; the last session using it takes down a cluster that tests started
-(kvtier.cluster.kwok.sharing). KVTIER_KEEP_CLUSTER=1 leaves it running (`kvtier cluster down --name N`).
+KVTIER_TEST_CLUSTER in the test runs' state folder (tests/conftest.py); the last session using it takes down
+a cluster that tests started (kvtier.cluster.kwok.sharing). KVTIER_KEEP_CLUSTER=1 leaves it running
+(`KVTIER_STATE_DIR=~/.cache/kvtier/test-state kvtier cluster down --name N`).
 Everything here talks to 127.0.0.1 only.
 """
 

@@ -33,6 +33,7 @@ import pytest
 from cli_fuzz_inputs import CLOSED, Inputs, make
 
 from kvtier import cli, exitcodes
+from kvtier.cluster.common import binaries
 
 RUNS = max(int(os.environ.get("KVTIER_FUZZ_RUNS") or 500), 500)
 SEED = int(os.environ.get("KVTIER_FUZZ_SEED") or 20261203)
@@ -465,8 +466,10 @@ def cases(inputs: Inputs, runs: int = RUNS, seed: int = SEED) -> list[Case]:
 
 
 def environment(sandbox: Path, case: Case) -> dict[str, str]:
-    """The run's environment: no proxies (nothing may leave loopback), an empty kvtier cache."""
+    """The run's environment: no proxies (nothing may leave loopback), an empty kvtier cache, whose folder
+    also holds the clusters (no $KVTIER_STATE_DIR: `cluster down` must not reach the test run's clusters)."""
     env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower() and k != "KUBECONFIG"}
+    env.pop(binaries.STATE_ENV, None)
     env.update(HOME=str(sandbox / "home-none"), KVTIER_CACHE=str(sandbox / "cache"), COLUMNS="120")
     env.pop("KVTIER_HELM", None)
     return {**env, **case.env}

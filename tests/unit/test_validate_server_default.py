@@ -12,9 +12,10 @@ import pytest
 
 from kvtier.cluster.common import binaries
 from kvtier.cluster.kwok import idle, lifecycle, sharing
+from kvtier.cluster.realnode import config as realnode_config
 from kvtier.errors import UserError
 from kvtier.validate.layers import live_judges, server
-from kvtier.validate.options import IDLE_ENV, Options
+from kvtier.validate.options import CLUSTER_ENV, IDLE_ENV, Options
 
 NAME = "kvtier-validate"
 
@@ -43,7 +44,7 @@ def test_an_idle_value_that_is_no_number_names_the_variable(monkeypatch: pytest.
 
 @pytest.fixture
 def cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    monkeypatch.setattr(binaries, "cache_dir", lambda: tmp_path)
+    monkeypatch.setenv(binaries.STATE_ENV, str(tmp_path))
     sharing.users_dir(NAME).mkdir(parents=True)
     return tmp_path
 
@@ -102,3 +103,27 @@ def test_a_control_plane_that_cannot_start_is_said_by_default_and_an_error_when_
         live_judges.server_judge(Options(server=True), None),
     ):
         pass
+
+
+def test_the_local_control_planes_name_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(CLUSTER_ENV, raising=False)
+    assert server.local_cluster() == NAME
+    monkeypatch.setenv(CLUSTER_ENV, "validate-ci-7")
+    assert server.local_cluster() == "validate-ci-7"
+    for bad in ("../x", "Upper", "a" * 41, "-x"):
+        monkeypatch.setenv(CLUSTER_ENV, bad)
+        with pytest.raises(UserError, match=f"{CLUSTER_ENV}=.*expected lowercase letters"):
+            server.local_cluster()
+
+
+def test_cluster_folders_follow_the_state_dir_and_built_binaries_stay_in_the_cache(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("KVTIER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv(binaries.STATE_ENV)
+    assert lifecycle.workdir("c1").parent.parent == tmp_path / "cache", "by default the cache holds both"
+    monkeypatch.setenv(binaries.STATE_ENV, str(tmp_path / "state"))
+    assert lifecycle.workdir("c1") == tmp_path / "state" / "clusters" / "c1"
+    assert sharing.users_dir("c1") == tmp_path / "state" / "cluster-users" / "c1"
+    assert realnode_config.layout("c1").root == tmp_path / "state" / "real-clusters" / "c1"
+    assert binaries.path("kube-apiserver").parent == tmp_path / "cache" / "bin"

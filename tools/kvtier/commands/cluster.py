@@ -9,24 +9,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 
 from kvtier import cliopts, exitcodes, paths
+from kvtier.cluster.common import names
 from kvtier.cluster.kwok import lifecycle
 from kvtier.cluster.realnode import lifecycle as realnode
 from kvtier.cluster.realnode import netns
 from kvtier.errors import UserError
 
-NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?")
-
 
 def _name(text: str) -> str:
-    """A cluster name: it becomes a folder, a network namespace and kubeconfig names, so no paths."""
-    if not NAME.fullmatch(text):
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: expected lowercase letters, digits and '-', at most 40 (e.g. kvtier, n1)"
-        )
+    if not names.valid(text):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected {names.RULE} (e.g. kvtier, n1)")
     return text
 
 

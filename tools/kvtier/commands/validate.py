@@ -16,6 +16,8 @@ from kvtier.errors import UserError
 from kvtier.validate.inputs import setvalues
 from kvtier.validate.layers import render
 from kvtier.validate.options import (
+    CLUSTER_DEFAULT,
+    CLUSTER_ENV,
     DEFAULT_MINORS,
     IDLE_DEFAULT_S,
     IDLE_ENV,
@@ -113,8 +115,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help=f"no API server: by default every rendered object is dry-run (server-side apply, dryRun=All) "
         f"on the --context cluster, else on the local control plane when `make cluster-tools` built it "
-        f"(started once, kept up ${IDLE_ENV} s idle, default {IDLE_DEFAULT_S}); ${OFFLINE_ENV}=1 does "
-        "the same",
+        f"(started once, kept up ${IDLE_ENV} s idle, default {IDLE_DEFAULT_S}; named ${CLUSTER_ENV}, "
+        f"default {CLUSTER_DEFAULT}); ${OFFLINE_ENV}=1 does the same",
     )
     p.add_argument(
         "--vllm",

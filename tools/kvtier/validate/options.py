@@ -15,6 +15,10 @@ POD_SECURITY_LEVELS = ("restricted", "baseline", "privileged")  # least to most 
 OFFLINE_ENV = "KVTIER_VALIDATE_OFFLINE"  # =1: as --offline (a CI job without the control plane's binaries)
 IDLE_ENV = "KVTIER_LOCAL_SERVER_IDLE"  # seconds a local control plane a run started waits for the next run
 IDLE_DEFAULT_S = 900
+# The name of the local control plane a run starts and keeps up (under $KVTIER_STATE_DIR, default the
+# cache): another name gives a run a control plane of its own, as the tests do.
+CLUSTER_ENV = "KVTIER_VALIDATE_CLUSTER"
+CLUSTER_DEFAULT = "kvtier-validate"
 
 
 @dataclass

@@ -29,9 +29,20 @@ TOOLS = {
 BUILD_HINT = "run `make cluster-tools` (toolchain/install.sh cluster) to build them once"
 
 
+STATE_ENV = "KVTIER_STATE_DIR"  # where running clusters keep their folders; a test run names its own
+
+
 def cache_dir() -> Path:
     """The toolchain cache shared by every checkout on this machine."""
     return Path(os.environ.get("KVTIER_CACHE") or Path.home() / ".cache" / "kvtier")
+
+
+def state_dir() -> Path:
+    """The folders of running clusters (local control planes, real nodes) and of who uses them:
+    $KVTIER_STATE_DIR, else the cache. Kept apart from the built binaries so that a test run, pointed at
+    a folder of its own, can neither see nor stop the clusters a user's `kvtier validate` or `kvtier
+    cluster up` keeps up."""
+    return Path(os.environ.get(STATE_ENV) or cache_dir())
 
 
 def path(tool: str) -> Path:

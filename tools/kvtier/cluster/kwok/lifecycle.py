@@ -57,7 +57,7 @@ class ClusterInfo:
 
 def workdir(name: str) -> Path:
     """kwokctl's directory of the cluster ($KWOK_WORKDIR/clusters/<name>)."""
-    return binaries.cache_dir() / "clusters" / name
+    return binaries.state_dir() / "clusters" / name
 
 
 def kubeconfig_path(name: str) -> Path:
@@ -242,11 +242,11 @@ def _kwokctl(
     check: bool = True,
     abort: Callable[[], str] | None = None,
 ) -> tuple[int, str]:
-    """Run kwokctl with its working directory in our cache; stream its lines as progress.
+    """Run kwokctl with its working directory in our state folder; stream its lines as progress.
 
     `abort` is polled every second; a non-empty answer (the reason) stops kwokctl early.
     """
-    env = {**os.environ, "KWOK_WORKDIR": str(binaries.cache_dir())}
+    env = {**os.environ, "KWOK_WORKDIR": str(binaries.state_dir())}
     command = [str(binaries.path("kwokctl")), *args]
     proc = subprocess.Popen(
         command,

@@ -22,12 +22,12 @@ LAST_USED = ".last-used"  # touched as each user arrives and leaves: idle.py rea
 
 def users_dir(name: str) -> Path:
     # Outside kwokctl's clusters/ folder, which it expects to hold cluster folders only.
-    return binaries.cache_dir() / "cluster-users" / name
+    return binaries.state_dir() / "cluster-users" / name
 
 
 @contextmanager
 def locked(name: str) -> Iterator[None]:
-    path = binaries.cache_dir() / "cluster-users" / f"{name}.lock"
+    path = binaries.state_dir() / "cluster-users" / f"{name}.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
@@ -96,7 +96,7 @@ def shared(name: str, timeout: float, keep: bool = False) -> Iterator[lifecycle.
 def remove_abandoned(prefix: str) -> list[str]:
     """Delete clusters named `<prefix><pid>` whose test session (that pid) no longer runs."""
     removed = []
-    root = binaries.cache_dir() / "clusters"
+    root = binaries.state_dir() / "clusters"
     for folder in sorted(root.glob(f"{prefix}*")) if root.is_dir() else []:
         suffix = folder.name[len(prefix) :]
         if folder.is_dir() and suffix.isdigit() and not alive(int(suffix)):

@@ -42,7 +42,7 @@ class Layout:
 
 
 def clusters_dir() -> Path:
-    return binaries.cache_dir() / "real-clusters"
+    return binaries.state_dir() / "real-clusters"
 
 
 def layout(name: str) -> Layout:

@@ -387,7 +387,7 @@ def _check_room(where: Path, images: list[Image]) -> None:
             f"importing {', '.join(i.ref for i in images)} needs about {needed / 2**30:.1f} GiB free at "
             f"{where} (each archive twice, blobs and unpacked, and {IMPORT_SPARE >> 30} GiB spare); "
             f"{free / 2**30:.1f} GiB is free. Free space on that disk (old clusters under "
-            f"{binaries.cache_dir() / 'real-clusters'}, old clones) and run again."
+            f"{binaries.state_dir() / 'real-clusters'}, old clones) and run again."
         )
 
 

@@ -203,7 +203,7 @@ def down(name: str, progress: Progress = print, keep_logs: bool = False) -> bool
             f"cgroups {left_cgroups}; its folder {root} is kept"
         )
     if keep_logs:
-        kept = binaries.cache_dir() / "real-cluster-logs" / name
+        kept = binaries.state_dir() / "real-cluster-logs" / name
         shutil.rmtree(kept, ignore_errors=True)
         if (root / "logs").exists():
             shutil.copytree(root / "logs", kept)

@@ -25,18 +25,15 @@ from typing import Any
 
 import urllib3
 
-from kvtier.cluster.common import binaries, discovery
+from kvtier.cluster.common import binaries, discovery, names
 from kvtier.cluster.common.rest import ApiException, Rest
 from kvtier.cluster.kwok import lifecycle, sharing
 from kvtier.errors import UserError
 from kvtier.validate.findings import SERVER, Finding
 from kvtier.validate.inputs.loader import Loaded
-from kvtier.validate.options import IDLE_DEFAULT_S, IDLE_ENV
+from kvtier.validate.options import CLUSTER_DEFAULT, CLUSTER_ENV, IDLE_DEFAULT_S, IDLE_ENV
 
 FIELD_MANAGER = "kvtier-validate"
-LOCAL_CLUSTER = (
-    "kvtier-validate"  # the local control plane a run starts when `kvtier cluster up` is not running
-)
 LOCAL_TIMEOUT = 300.0
 PARALLEL_DRY_RUNS = 8
 
@@ -126,6 +123,15 @@ def _not_built() -> str:
     return ""
 
 
+def local_cluster() -> str:
+    """The local control plane a run starts when `kvtier cluster up` is not running: $KVTIER_VALIDATE_CLUSTER,
+    else kvtier-validate."""
+    name = os.environ.get(CLUSTER_ENV) or CLUSTER_DEFAULT
+    if not names.valid(name):
+        raise UserError(f"{CLUSTER_ENV}={name!r}: expected {names.RULE} (e.g. {CLUSTER_DEFAULT})")
+    return name
+
+
 def idle_seconds() -> float:
     """How long a local control plane a run started stays up for the next run (0: stopped at once)."""
     raw = os.environ.get(IDLE_ENV, str(IDLE_DEFAULT_S))
@@ -159,11 +165,12 @@ def connect(
     if why := _not_built():
         raise UserError(f"--server: {why}")
     idle = idle_seconds()
-    with sharing.shared(LOCAL_CLUSTER, LOCAL_TIMEOUT, keep=idle > 0) as info:
+    name = local_cluster()
+    with sharing.shared(name, LOCAL_TIMEOUT, keep=idle > 0) as info:
         if idle > 0:
             from kvtier.cluster.kwok import idle as watcher
 
-            watcher.spawn(LOCAL_CLUSTER, idle)
+            watcher.spawn(name, idle)
         kept = f" (kept up {idle:.0f}s idle)" if idle > 0 and info.started else ""
         where = "a local control plane" + kept
         yield local_judge(Rest.from_kubeconfig(info.kubeconfig), namespace, pod_security, where)
@@ -202,8 +209,9 @@ def _install_hyperpod_crds(rest: Rest) -> None:
 
 
 def _install_operator_crds(rest: Rest) -> None:
-    """KEDA's and the Prometheus Operator's CRDs (their Go modules, pinned), so the local server judges
-    ScaledObjects, PrometheusRules and monitors too; without Go they stay absent (each row says so)."""
+    """KEDA's, the Prometheus Operator's and Gateway API's CRDs (their Go modules, pinned), so the local
+    server judges ScaledObjects, PrometheusRules, monitors and HTTPRoutes too; without Go they stay absent
+    (each row says so)."""
     from kvtier.cluster.common import crds
 
     try:
