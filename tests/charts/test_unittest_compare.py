@@ -1,6 +1,6 @@
 """`kvtier unittest-compare`: the differential harness as a command, on charts where the two tools agree
-and on one where they do not (a suite with `kubernetesProvider`, fake objects for `lookup`, which
-the pinned helm-unittest supports and the plugin refuses)."""
+(the lookup chart's `kubernetesProvider` fake objects included) and on one where they do not (a suite
+with a `postRenderer`, which the pinned helm-unittest runs and the plugin refuses)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from kvtier import paths
 from kvtier.cli import main
 
 LOOKUP_CHART = paths.ROOT / "tests" / "fixtures" / "unittest_compare" / "lookup-chart"
+POSTRENDER_CHART = paths.ROOT / "tests" / "fixtures" / "unittest_compare" / "postrender-chart"
 CORPUS = paths.ROOT / "tests" / "unittest_corpus" / "corpus"
 
 
@@ -36,11 +37,16 @@ def test_agreeing_charts_exit_0_with_every_case_compared(tmp_path: Path, capsys)
 
 
 def test_a_disagreement_is_named_and_exits_1(capsys) -> None:
-    assert main(["unittest-compare", str(LOOKUP_CHART)]) == 1
+    assert main(["unittest-compare", str(POSTRENDER_CHART)]) == 1
     out = capsys.readouterr().out
-    assert "lookup :: sees the object the fake cluster holds" in out
+    assert "postrender :: passes the manifests through a post-renderer" in out
     assert "helm-unittest: passed" in out and "plugin:        failed" in out
     assert "1 difference(s)" in out
+
+
+def test_kubernetes_provider_lookups_agree(capsys) -> None:
+    assert main(["unittest-compare", str(LOOKUP_CHART)]) == 0
+    assert "0 difference(s)" in capsys.readouterr().out
 
 
 def test_a_directory_without_a_chart_is_a_clear_error(tmp_path: Path, capsys) -> None:

@@ -76,6 +76,7 @@ def test_generated_suites_get_helm_unittests_verdicts(capsys) -> None:
         assert totals["cases"] >= MINIMUM_CASES, "the generator no longer reaches the cases CI promises"
 
 
+OBJECTS = unittest_gen.CLUSTER_OBJECTS
 # Disagreements the generator found, kept as named cases over one fixed family (mid and its own sub on)
 FOUND = {
     "includeCrds lists the CRDs of a sub-subchart": (
@@ -149,6 +150,62 @@ FOUND = {
         {
             "capabilities": {"apiVersions": None},
             "asserts": [{"hasDocuments": {"count": 0}, "template": "policy.yaml"}],
+        },
+    ),
+    # kubernetesProvider was refused as unsupported; the suite's objects join the test's, the list spans
+    # namespaces sorted by namespace then name, and a Namespace is cluster-scoped
+    "kubernetesProvider objects answer lookup": (
+        {
+            "release": {"namespace": "default"},
+            "kubernetesProvider": {
+                "scheme": {
+                    "v1/ConfigMap": {"gvr": {"version": "v1", "resource": "configmaps"}, "namespaced": True},
+                    "v1/Namespace": {"gvr": {"version": "v1", "resource": "namespaces"}, "namespaced": False},
+                },
+                "objects": [OBJECTS[3]],
+            },
+        },
+        {
+            "kubernetesProvider": {"objects": [OBJECTS[1], OBJECTS[0]]},
+            "asserts": [
+                {"equal": {"path": "data.seed", "value": "from-cluster"}, "template": "lookup.yaml"},
+                {"equal": {"path": "data.team", "value": "team-a"}, "template": "lookup.yaml"},
+                {"equal": {"path": "data.listKind", "value": "ConfigMapList"}, "template": "lookup.yaml"},
+                {"equal": {"path": "data.names", "value": "default/seed,ns1/seed,"},
+                 "template": "lookup.yaml"},
+                {"equal": {"path": "data.spec", "value": '{"none":null,"on":true,"ratio":0.5}'},
+                 "template": "lookup.yaml"},
+            ],
+        },
+    ),
+    # Helm renders under a stand-in for RELEASE-NAME; the failure text named the stand-in
+    "a failedTemplate message names helm-unittest's default release": (
+        {},
+        {
+            "set": {"boomName": True},
+            "asserts": [
+                {"failedTemplate": {"errorMessage": "boom for RELEASE-NAME-gen (release-name)"},
+                 "template": "fails.yaml"},
+            ],
+        },
+    ),
+    # Helm logged a warning (a tag that is no bool) before its error; the plugin read the warning as the error
+    "a Helm warning before a render error": (
+        {},
+        {
+            "set": {"tags.t1": [1], "boom": True},
+            "asserts": [{"failedTemplate": {"errorMessage": "boom requested"}, "template": "fails.yaml"}],
+        },
+    ),
+    # helm-unittest serves only the listed API versions; `helm template` added its built-in ones
+    "a test that lists no apiVersions is served none": (
+        {},
+        {
+            "asserts": [
+                {"equal": {"path": "data.policy", "value": "false"}, "template": "apis.yaml"},
+                {"equal": {"path": "data.apps", "value": "false"}, "template": "apis.yaml"},
+                {"equal": {"path": "data.count", "value": "0"}, "template": "apis.yaml"},
+            ],
         },
     ),
 }  # fmt: skip

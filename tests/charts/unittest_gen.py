@@ -84,6 +84,9 @@ stringData:
     "fails.yaml": """{{- if .Values.boom }}
 {{- fail "boom requested" }}
 {{- end }}
+{{- if .Values.boomName }}
+{{- fail (printf "boom for %s (%s)" (include "gen.fullname" .) (.Release.Name | lower)) }}
+{{- end }}
 apiVersion: v1
 kind: ConfigMap
 metadata:
@@ -103,6 +106,33 @@ metadata:
   name: {{ .Release.Name }}-new-kube
 {{- end }}
 """,
+    # kubernetesProvider: a get in the release namespace, a cluster-scoped get, a list over all namespaces
+    "lookup.yaml": """{{- $seed := lookup "v1" "ConfigMap" .Release.Namespace "seed" }}
+{{- $team := lookup "v1" "Namespace" "" "team-a" }}
+{{- $all := lookup "v1" "ConfigMap" "" "" }}
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-lookup
+data:
+  seed: {{ dig "data" "value" "none" $seed | quote }}
+  team: {{ dig "metadata" "name" "none" $team | quote }}
+  listKind: {{ $all.kind | default "none" | quote }}
+  names: {{ range $all.items }}{{ .metadata.namespace | default "-" }}/{{ .metadata.name }},{{ end }}
+  {{- with $seed.spec }}
+  spec: {{ toJson . | quote }}
+  {{- end }}
+""",
+    # .Capabilities.APIVersions: helm-unittest serves only the test's list, Helm's built-ins included
+    "apis.yaml": """apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-apis
+data:
+  policy: {{ .Capabilities.APIVersions.Has "policy/v1" | quote }}
+  apps: {{ $.Capabilities.APIVersions.Has "apps/v1" | quote }}
+  count: {{ len .Capabilities.APIVersions | quote }}
+""",
     "NOTES.txt": "Release {{ .Release.Name }} in {{ .Release.Namespace }} mode {{ .Values.mode }}\n",
     "_helpers.tpl": '{{- define "gen.fullname" -}}{{ .Release.Name }}-gen{{- end -}}\n',
 }
@@ -114,6 +144,7 @@ TOP_VALUES = {
     "optional": {"enabled": False},
     "multi": {"second": True},
     "boom": False,
+    "boomName": False,
     "global": {},
     "sub": {"greeting": "hi"},
 }
@@ -231,7 +262,7 @@ _scalars = st.one_of(
 )
 _set_paths = st.sampled_from(
     [
-        "mode", "replicas", "ports", "optional.enabled", "optional.port", "multi.second", "boom",
+        "mode", "replicas", "ports", "optional.enabled", "optional.port", "multi.second", "boom", "boomName",
         "extra.k", "extra", "global.g", "sub.enabled", "sub.greeting", "tagged.greeting", "tags.t1",
         "mid.enabled", "greeting",
     ]
@@ -247,7 +278,8 @@ _paths = st.sampled_from(
         "data.kube", "data.revision", "data.upgrade", "data.lib", "data.global", "data.greeting",
         "spec.template.spec.containers", "spec.template.spec.containers[0].name", "metadata.labels.version",
         "missing.path", "stringData.mode", "spec.ports[0].port", "data.extra", "apiVersion",
-        'metadata.labels["helm.sh/chart"]',
+        'metadata.labels["helm.sh/chart"]', "data.seed", "data.team", "data.listKind", "data.names",
+        "data.policy", "data.count",
     ]
 )  # fmt: skip
 _expected = st.one_of(
@@ -255,6 +287,9 @@ _expected = st.one_of(
     st.sampled_from(["r1-cm", "RELEASE-NAME-cm", "my-release-app", "from-lib", "v1.20.0", "gen-0.1.0", "hi"]),
     st.sampled_from(["gen-1.2.3", "sub-0.1.0", "sub-1.2.3", "mid-1.2.3", "mid-not-semver", "9.9"]),
     st.just({"mode": "a"}),
+    st.sampled_from(
+        ["from-cluster", "ns1-seed", "team-a", "ConfigMapList", "default/seed,ns1/seed,", "false"]
+    ),
 )
 _top_templates = st.sampled_from(
     [
@@ -310,8 +345,19 @@ def _assertion(templates: st.SearchStrategy[str]) -> st.SearchStrategy[dict[str,
         ),
         "failedTemplate": st.one_of(
             st.just({}),
-            st.fixed_dictionaries({"errorMessage": st.sampled_from(["boom requested", "other"])}),
-            st.fixed_dictionaries({"errorPattern": st.sampled_from(["boom", "^x"])}),
+            st.fixed_dictionaries(
+                {
+                    "errorMessage": st.sampled_from(
+                        [
+                            "boom requested",
+                            "other",
+                            "boom for RELEASE-NAME-gen (release-name)",
+                            "boom for r1-gen (r1)",
+                        ]
+                    )
+                }
+            ),
+            st.fixed_dictionaries({"errorPattern": st.sampled_from(["boom", "^x", "RELEASE-NAME-gen"])}),
         ),
         "notFailedTemplate": st.just({}),
         "containsDocument": st.fixed_dictionaries(
@@ -363,6 +409,33 @@ _capabilities = st.fixed_dictionaries(
         "apiVersions": st.sampled_from([None, [], ["policy/v1"], ["x.io/v1", "policy/v1"]]),
     },
 )
+# kubernetesProvider: objects from a small pool (a namespaced get, a cluster-scoped one, a list over
+# namespaces; an int value and a repeated object make helm-unittest's fake client fail every lookup)
+CLUSTER_OBJECTS = [
+    {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "seed", "namespace": "default"},
+     "data": {"value": "from-cluster"}, "spec": {"ratio": 0.5, "on": True, "none": None}},
+    {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "seed", "namespace": "ns1"},
+     "data": {"value": "ns1-seed"}},
+    {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "seed", "namespace": "NAMESPACE"},
+     "data": {"value": "default-namespace-seed"}},
+    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}},
+    {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "counted"}, "data": {"n": 1}},
+]  # fmt: skip
+_SCHEMES = {
+    "v1/ConfigMap": st.sampled_from([True, False]).map(
+        lambda ns: {"gvr": {"version": "v1", "resource": "configmaps"}, "namespaced": ns}
+    ),
+    "v1/Namespace": st.just({"gvr": {"version": "v1", "resource": "namespaces"}, "namespaced": False}),
+}
+_good_objects = st.lists(st.sampled_from(CLUSTER_OBJECTS[:4]), max_size=3, unique_by=repr)
+_any_objects = st.lists(st.sampled_from(CLUSTER_OBJECTS), min_size=2, max_size=3)  # may fail every lookup
+_provider = st.fixed_dictionaries(
+    {},
+    optional={
+        "scheme": st.fixed_dictionaries({}, optional=_SCHEMES),
+        "objects": st.one_of(_good_objects, _good_objects, _good_objects, _any_objects),
+    },
+)
 _chart_override = st.fixed_dictionaries(
     {},
     optional={
@@ -394,6 +467,7 @@ def _common(versions: bool) -> dict[str, st.SearchStrategy[Any]]:
         "release": _release,
         "capabilities": capabilities,
         "chart": _chart_override,
+        "kubernetesProvider": _provider,
     }
 
 
@@ -419,6 +493,9 @@ _HOLDING_TOP = [
     {"isNullOrEmpty": {"path": "missing.path"}, "template": "fails.yaml"},
     {"matchRegexRaw": {"pattern": "^Release"}, "template": "NOTES.txt"},
     {"exists": {"path": "data.kube"}, "template": "configmap.yaml"},
+    {"equal": {"path": "data.seed", "value": "none"}, "template": "lookup.yaml"},
+    {"equal": {"path": "data.policy", "value": "false"}, "template": "apis.yaml"},
+    {"equal": {"path": "data.count", "value": "0"}, "template": "apis.yaml"},
 ]  # fmt: skip
 _HOLDING_SUB = [
     {"isKind": {"of": "ConfigMap"}, "template": "cm.yaml"},

@@ -8,13 +8,15 @@ per chart that prints every kept template's raw output (base64), empty ones and 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import shutil
 import tarfile
+from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_helm_unittest import batchtpl, goemit, govalues
+from pytest_helm_unittest import batchtpl, fakecluster, goemit, govalues, tplrewrite
 
 PROBE = "!kvtier-probe.yaml"  # "!" sorts it last, so a real template's error is reported first
 PROBE_KEY = "kvtier-probe"
@@ -30,6 +32,44 @@ _PROBE_BODY = """{{- $base := $.Template.BasePath -}}
   {{ $path | quote }}: {{ include $path $ctx | b64enc | quote }}
 {{- end }}
 """
+
+
+@dataclass(frozen=True)
+class Rewrites:
+    """What the copy's templates are rewritten to serve as helm-unittest does (see tplrewrite)."""
+
+    apis: tuple[str, ...] | None = None  # the test's .Capabilities.APIVersions (None: leave as Helm's)
+    release_name: str | None = None  # .Release.Name where Helm renders under a stand-in
+    lookup_define: str = ""  # kubernetesProvider's `kvtier.lookup`; "" keeps Helm's empty lookup
+
+
+@functools.cache
+def reads_api_versions(chart_dir: Path) -> bool:
+    """Whether any template of the chart tree mentions .Capabilities.APIVersions (else no rewrite)."""
+    return any(
+        "APIVersions" in path.read_text(errors="replace")
+        for path in chart_dir.rglob("*")
+        if "templates" in path.parts and path.is_file()
+    )
+
+
+def _rewrite_templates(copy: Path, rewrites: Rewrites) -> None:
+    if rewrites.lookup_define:
+        (copy / "templates").mkdir(exist_ok=True)
+        (copy / "templates" / fakecluster.PARTIAL).write_text(rewrites.lookup_define)
+    generated = {PROBE, batchtpl.PARTIAL, fakecluster.PARTIAL}
+    for path in sorted(copy.rglob("*")):
+        if "templates" not in path.relative_to(copy).parts or path.name in generated or not path.is_file():
+            continue
+        text = path.read_text(errors="surrogateescape")
+        new = tplrewrite.rewrite(
+            text,
+            apis=rewrites.apis,
+            release_name=rewrites.release_name,
+            lookup=bool(rewrites.lookup_define),
+        )
+        if new != text:
+            path.write_text(new, errors="surrogateescape")
 
 
 def template_pattern(route: str, name: str) -> re.Pattern[str]:
@@ -228,6 +268,7 @@ def prepare_copy(
     overrides: dict[str, str],
     release: dict[str, object],
     batch: bool = False,
+    rewrites: Rewrites | None = None,
 ) -> Path:
     """Copy chart_dir under workdir, filtered for one suite; returns the copy's directory.
 
@@ -243,6 +284,7 @@ def prepare_copy(
             sorted(overrides.items()),
             sorted(release.items()),
             batch,
+            rewrites,
         )
     )
     dest = workdir / hashlib.sha256(key.encode()).hexdigest()[:16] / chart_dir.name
@@ -252,6 +294,7 @@ def prepare_copy(
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(chart_dir, tmp, ignore=shutil.ignore_patterns(".git"))
     _prepare(tmp, chart_name(tmp), target_route, include, exclude, overrides, release, True, batch)
+    _rewrite_templates(tmp, rewrites or Rewrites())
     tmp.rename(dest)
     return dest
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_helm_unittest import chartcopy, govalues, render
+from pytest_helm_unittest import chartcopy, fakecluster, govalues, render
 from pytest_helm_unittest.request import RenderRequest, RenderResult
 from pytest_helm_unittest.snapshot import SnapshotFile
 from pytest_helm_unittest.suite import Assertion, Job, Suite
@@ -30,37 +29,12 @@ class JobResult:
     failed_asserts: list[tuple[int, bool, str]] = field(default_factory=list)
 
 
-_HAS_API = re.compile(r'Capabilities\.APIVersions\.Has\s+"([^"]+)"')
-
-
-@functools.cache
-def api_checks(chart_dir: Path) -> frozenset[str]:
-    """API versions the chart's templates test with `.Capabilities.APIVersions.Has "..."`."""
-    found: set[str] = set()
-    for path in chart_dir.rglob("*"):
-        if "templates" in path.parts and path.is_file():
-            found |= set(_HAS_API.findall(path.read_text(errors="replace")))
-    return frozenset(found)
-
-
 # Helm's ValidateReleaseName error, for a release name a test sets (helm-unittest checks it itself)
 _INVALID_RELEASE_NAME = (
     "invalid release name, must match regex "
     "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$ and the length must not be "
     "longer than 53"
 )
-
-
-def capability_warnings(suite: Suite, job: Job, defaults: frozenset[str]) -> list[str]:
-    """Where `helm template`'s built-in API versions can make this test differ from helm-unittest."""
-    at_risk = sorted((api_checks(suite.chart_dir) & defaults) - set(job.capabilities["apiVersions"]))
-    if not at_risk:
-        return []
-    return [
-        f"templates test .Capabilities.APIVersions.Has for {', '.join(at_risk)}: `helm template` always "
-        "serves these, helm-unittest only what the test lists under capabilities.apiVersions; list them "
-        "(or test the opposite case explicitly) so both tools render the same"
-    ]
 
 
 def template_file_name(name: str) -> str:
@@ -84,7 +58,14 @@ def render_request(suite: Suite, job: Job) -> RenderRequest:
         kube_minor=caps["minorVersion"] or render.DEFAULT_KUBE[1],
         api_versions=tuple(caps["apiVersions"]),
         values_yaml=render.values_document(values),
+        lookup_define=_lookup_define(job),
     )
+
+
+def _lookup_define(job: Job) -> str:
+    """helm-unittest gives `lookup` the fake client only when the test (with its suite) has objects."""
+    provider = job.kubernetes_provider
+    return fakecluster.define(provider) if provider.get("objects") else ""
 
 
 def _parse_docs(text: str) -> list[dict[str, Any]]:
@@ -189,7 +170,7 @@ def run_job(suite: Suite, job: Job, renderer: render.Renderer, snapshots: Snapsh
         request = render_request(suite, job)
     except ValuesError as err:
         return JobResult("failed", [f"Error: {err}"])
-    warnings = capability_warnings(suite, job, renderer.api_defaults())
+    warnings: list[str] = []
     name = str(job.release.get("name") or "")
     before_render = bool(name) and not render.valid_release_name(name)  # Helm's check, done first
     result = RenderResult({}, _INVALID_RELEASE_NAME) if before_render else renderer.render(request)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
-import json
 import re
 import subprocess
 import threading
@@ -41,13 +40,6 @@ class Renderer:
         self._copying = threading.Lock()  # chart copies are shared between requests
         self.runs = 0
         self.batch_rejects = 0  # batches whose self-check failed (rendered one by one instead)
-        self._api_defaults: frozenset[str] | None = None
-
-    def api_defaults(self) -> frozenset[str]:
-        with self._guard:
-            if self._api_defaults is None:
-                self._api_defaults = default_api_versions(self.helm, self.workdir)
-            return self._api_defaults
 
     def render(self, req: RenderRequest) -> RenderResult:
         with self._guard:
@@ -82,6 +74,12 @@ class Renderer:
             "IsInstall": not req.upgrade,
             "IsUpgrade": req.upgrade,
         }
+        # what `helm template` serves otherwise than helm-unittest, rewritten into the copy (tplrewrite)
+        rewrites = chartcopy.Rewrites(
+            apis=req.api_versions if chartcopy.reads_api_versions(req.chart_dir) else None,
+            release_name=req.release_name if _release_arg(req.release_name) != req.release_name else None,
+            lookup_define=req.lookup_define,
+        )
         with self._copying:
             return chartcopy.prepare_copy(
                 self.workdir / "charts",
@@ -92,6 +90,7 @@ class Renderer:
                 dict(req.overrides),
                 release,
                 batch=batched,
+                rewrites=rewrites,
             )
 
     def _values_file(self, text: str) -> Path:
@@ -188,27 +187,6 @@ class Renderer:
                 self.render(req)
 
 
-_CAPS_CHART = {
-    "Chart.yaml": "apiVersion: v2\nname: kvtier-capabilities\nversion: 0.0.0\n",
-    "templates/apis.yaml": "apis: {{ toJson .Capabilities.APIVersions | quote }}\n",
-}
-
-
-def default_api_versions(helm: Path, workdir: Path) -> frozenset[str]:
-    """The API versions `helm template` always reports (helm-unittest reports none by default)."""
-    chart = workdir / "kvtier-capabilities"
-    for name, text in _CAPS_CHART.items():
-        (chart / name).parent.mkdir(parents=True, exist_ok=True)
-        (chart / name).write_text(text)
-    proc = subprocess.run(
-        [str(helm), "template", str(chart)], capture_output=True, text=True, timeout=120, check=False
-    )
-    if proc.returncode != 0:
-        return frozenset()
-    doc = yaml.load(proc.stdout.split("# Source:", 1)[-1].split("\n", 1)[-1], Loader=yaml.CSafeLoader) or {}
-    return frozenset(json.loads(doc.get("apis") or "[]"))
-
-
 def valid_release_name(name: str) -> bool:
     """Helm's ValidateReleaseName: a DNS-1123 subdomain of at most 53 characters."""
     return len(name) <= 53 and _VALID_RELEASE.fullmatch(name) is not None
@@ -223,6 +201,10 @@ def _release_arg(name: str) -> str:
 
 def _helm_error(stderr: str, used_name: str, wanted_name: str) -> str:
     text = stderr.strip()
+    # Helm logs warnings (a non-bool tag, say) before its error; helm-unittest's error has none of them
+    start = text.find("\nError: ")
+    if not text.startswith("Error: ") and start >= 0:
+        text = text[start + 1 :]
     text = re.sub(r"\n*Use --debug flag to render out invalid YAML\s*$", "", text)
     text = text.removeprefix("Error: ")
     if used_name != wanted_name:

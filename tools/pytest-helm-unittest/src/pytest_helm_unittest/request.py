@@ -21,6 +21,7 @@ class RenderRequest:
     kube_minor: str
     api_versions: tuple[str, ...]
     values_yaml: str
+    lookup_define: str = ""  # the `kvtier.lookup` template serving kubernetesProvider; "" for Helm's own
 
 
 @dataclass

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_helm_unittest import govalues
+from pytest_helm_unittest import fakecluster, govalues
 
 _SPLIT = re.compile(r"(?:^|\s*\n)---\s*")
 # What the pinned helm-unittest reports as its own version (built from the module proxy without
@@ -62,6 +62,8 @@ class Job:
     asserts: list[Assertion]
     skip_reason: str
     unsupported: list[str] = field(default_factory=list)
+    # kubernetesProvider, the test's merged with its suite's (objects and scheme; see fakecluster)
+    kubernetes_provider: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -127,7 +129,8 @@ def _job(raw: dict[str, Any], suite: dict[str, Any], where: str) -> Job:
     caps = _capabilities(raw.get("capabilities"), suite.get("capabilities") or {})
     skip = ((suite.get("skip") or {}).get("reason") or (raw.get("skip") or {}).get("reason") or "").strip()
     doc_index = raw.get("documentIndex")
-    unsupported = [k for k in ("kubernetesProvider", "postRenderer") if raw.get(k) or suite.get(k)]
+    unsupported = ["postRenderer"] if raw.get("postRenderer") or suite.get("postRenderer") else []
+    provider = fakecluster.merged_provider(raw.get("kubernetesProvider"), suite.get("kubernetesProvider"))
     return Job(
         name=name,
         values=_str_list(suite.get("values")) + _str_list(raw.get("values")),
@@ -143,6 +146,7 @@ def _job(raw: dict[str, Any], suite: dict[str, Any], where: str) -> Job:
         asserts=asserts,
         skip_reason=skip,
         unsupported=unsupported,
+        kubernetes_provider=provider,
     )
 
 
