@@ -18,7 +18,7 @@ import pytest
 import requests
 import yaml
 
-from harness import registry_server
+from harness import gpg_keys, registry_server
 from kvtier import paths
 from kvtier.publish.registry import Registry
 
@@ -226,3 +226,32 @@ def test_bad_registry_arguments_are_refused_before_any_traffic(url: str, needle:
     result = kvtier("--registry", url, "--plain-http", "--dry-run")
     assert result.returncode == 2
     assert needle in result.stderr and "Traceback" not in result.stderr
+
+
+def test_signed_push_carries_its_provenance(oci, published, tmp_path: Path, need) -> None:
+    """`helm push` uploads the .prov beside the .tgz (Helm's pkg/pusher/ocipusher.go), so `helm pull
+    --verify` from the registry checks the signature; the unsigned publish has nothing to verify."""
+    need(gpg_keys.available(), "gpg and gpgconf not on PATH (apt-get install gnupg)")
+    version, dist = versions()["curvine"], tmp_path / "dist"
+    env = {"KVTIER_REGISTRY_USERNAME": USER, "KVTIER_REGISTRY_PASSWORD": PASSWORD}
+    with gpg_keys.make(tmp_path / "keys") as keys:
+        sign = ["--sign", "--key", keys.plain.email, "--keyring", str(keys.plain.secring)]
+        sign += ["--sign-key-url", "https://example.invalid/key.asc"]
+        where = ["--registry", f"oci://{oci.host}/signed", "--plain-http", "--chart", "curvine"]
+        result = kvtier(*where, "--destination", str(dist), *sign, env=env)
+        assert result.returncode == 0, result.stdout + result.stderr
+        for major in (3, 4):
+            config = tmp_path / f"registry{major}.json"
+            reg = Registry(f"oci://{oci.host}", True, config, major, allow_override=False)
+            reg.login(USER, PASSWORD)
+            dest = tmp_path / f"pulled{major}"
+            dest.mkdir()
+            verify = ["--version", version, "--destination", str(dest)]
+            verify += ["--verify", "--keyring", str(keys.pubring)]
+            pulled = reg.helm(["pull", reg.ref("signed/curvine"), *verify])
+            assert pulled.returncode == 0, pulled.stdout + pulled.stderr
+            prov = f"curvine-{version}.tgz.prov"
+            assert (dest / prov).read_bytes() == (dist / prov).read_bytes()
+            unsigned = reg.helm(["pull", reg.ref("charts/curvine"), *verify])
+            assert unsigned.returncode != 0, "the unsigned publish has no provenance to verify"
+            assert "failed to fetch provenance" in unsigned.stderr, unsigned.stderr

@@ -14,7 +14,8 @@ Nothing is dialled but closed ports on 127.0.0.1, and nothing long starts: valid
 (before anything is packaged or pushed); generate only with --check (without it, it writes the repo);
 bench, load, soak --rig and warm --rig only with a flag they refuse (they would start vLLM replicas); a
 load run's router URLs are closed ports (it stops at their /health before any client starts);
-unittest-compare only on folders that are not charts (it would run helm-unittest).
+unittest-compare only on folders that are not charts (it would run helm-unittest); images renders with
+the pinned Helm (one `helm template` per environment, as validate's renders).
 """
 
 from __future__ import annotations
@@ -423,6 +424,21 @@ class Generator:
     def generate(self) -> Case:
         return Case(["generate"]).add(self.pick(["--check", "--check", "--bogus"]))
 
+    def images(self) -> Case:
+        case = Case(["images"])
+        if self.maybe(0.3):
+            case.add("-o", self.pick(["text", "json", "table", "yaml", ""]))
+        for _ in range(self.rng.choice([0, 1, 1, 2])):
+            case.add(self.values_file())
+        if self.maybe(0.2):
+            case.add("-f", self.values_file())
+        if self.maybe(0.2):
+            case.add(
+                self.pick(["--set", "--set-string"]),
+                self.pick(["global.imageRegistry=mirror.example:5000", "a.b=c", "x", "=", "a={b", "[=]"]),
+            )
+        return case
+
     def top_level(self) -> Case:
         choice = self.pick(["--version", "--help", "help-of-a-command", "no-such-command", "none"])
         if choice == "help-of-a-command":
@@ -446,6 +462,7 @@ COMMANDS: dict[str, Callable[[Generator], Case]] = {
     "lint": Generator.lint,
     "package": Generator.package,
     "generate": Generator.generate,
+    "images": Generator.images,
 }
 # Cheap commands more often: a run is a Python start-up plus the command's imports.
 WEIGHTS = {"plan": 4, "validate": 3, "smoke": 3, "bench": 3, "preflight": 2, "cluster": 2, "package": 2}
@@ -541,7 +558,9 @@ def test_generated_invocations_exit_cleanly(inputs: Inputs) -> None:
     )
 
 
-@pytest.mark.parametrize("command", [["validate"], ["plan"], ["preflight"], ["validate", "--no-render"]])
+@pytest.mark.parametrize(
+    "command", [["validate"], ["plan"], ["preflight"], ["validate", "--no-render"], ["images"]]
+)
 def test_a_fifo_is_refused_before_anything_reads_it(inputs: Inputs, command: list[str]) -> None:
     """The fuzz keeps Helm out (--no-render); here the render path, which would hand the FIFO to Helm."""
     fifo = inputs.unreadable["fifo"]

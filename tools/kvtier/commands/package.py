@@ -10,8 +10,10 @@ import sys
 from pathlib import Path
 
 from kvtier import cliopts, exitcodes, paths
+from kvtier.errors import UserError
 from kvtier.publish import package
 from kvtier.publish.registry import Registry
+from kvtier.publish.signing import PASSPHRASE_ENV, Signer, signer
 
 
 def _chart(name: str) -> str:
@@ -26,9 +28,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "package",
         help="package the charts and push them to an OCI registry (never overwrites a version)",
-        description="Build dependencies, package every chart at its Chart.yaml version and `helm push` it. "
-        "Credentials: a previous `helm registry login`, or --username with --password-stdin "
-        "(or KVTIER_REGISTRY_USERNAME / KVTIER_REGISTRY_PASSWORD).",
+        description="Build dependencies, package (with --sign: sign) every chart at its Chart.yaml "
+        "version and `helm push` it. Credentials: a previous `helm registry login`, or --username with "
+        "--password-stdin (or KVTIER_REGISTRY_USERNAME / KVTIER_REGISTRY_PASSWORD).",
     )
     parser.add_argument(
         "--registry",
@@ -61,18 +63,60 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--destination", type=Path, default=paths.ROOT / "dist" / "charts", help="where the .tgz files go"
     )
+    signing = parser.add_argument_group(
+        "signing (Helm's provenance: a .prov beside each package, pushed with it)",
+        f"The passphrase of a protected key: --passphrase-file, else ${PASSPHRASE_ENV}.",
+    )
+    signing.add_argument("--sign", action="store_true", help="sign each package with a PGP private key")
+    signing.add_argument(
+        "--key", help="name or e-mail in the signing key's user ID (as `helm package --key`)"
+    )
+    signing.add_argument(
+        "--keyring", type=Path, help="binary secret keyring holding the key (gpg --export-secret-keys)"
+    )
+    signing.add_argument(
+        "--passphrase-file", metavar="FILE", help="file whose first line is the key's passphrase; - for stdin"
+    )
+    signing.add_argument(
+        "--sign-key-url",
+        metavar="URL",
+        help="https URL of the public key, written with the key's fingerprint into artifacthub.io/signKey",
+    )
     cliopts.add_output(parser, json_alias=False)
     parser.set_defaults(func=run)
+
+
+def _signer(args: argparse.Namespace) -> Signer | None:
+    given = [f for f in ("key", "keyring", "passphrase_file", "sign_key_url") if getattr(args, f)]
+    if not args.sign:
+        if given:
+            flag = "--" + given[0].replace("_", "-")
+            raise UserError(f"{flag} is only used with --sign; add --sign to sign the packages")
+        return None
+    if args.passphrase_file == "-" and args.password_stdin:
+        raise UserError(
+            "--passphrase-file - and --password-stdin both read stdin; put the passphrase in a file "
+            f"or in ${PASSPHRASE_ENV}, or the registry password in KVTIER_REGISTRY_PASSWORD"
+        )
+    return signer(args.key, args.keyring, args.passphrase_file, args.sign_key_url)
 
 
 def run(args: argparse.Namespace) -> int:
     registry = (
         Registry(args.registry, args.plain_http, args.registry_config, args.helm) if args.registry else None
     )
+    signing = _signer(args)
     password = sys.stdin.read().strip() if args.password_stdin else os.environ.get("KVTIER_REGISTRY_PASSWORD")
     charts = package.discover(args.chart)
     outcomes, findings = package.publish(
-        charts, registry, args.destination, dry_run=args.dry_run, username=args.username, password=password
+        charts,
+        registry,
+        args.destination,
+        dry_run=args.dry_run,
+        username=args.username,
+        password=password,
+        signing=signing,
+        helm_major=args.helm,
     )
     for finding in findings:
         print(finding, file=sys.stderr)

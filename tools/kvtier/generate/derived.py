@@ -5,7 +5,9 @@
   read files inside a chart, and the pods run these scripts from a ConfigMap);
 - charts/<chart>/README.md from README.md.gotmpl + values.yaml `# --` comments
   (kvtier.generate.readme, helm-docs);
-- the rule catalogue in docs/validate.md, between its markers, from the rule registry.
+- the rule catalogue in docs/validate.md, between its markers, from the rule registry;
+- the `artifacthub.io/images` and `artifacthub.io/changes` annotations of charts/<chart>/Chart.yaml
+  from the default render and CHANGELOG.md (kvtier.generate.artifacthub).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 
 from kvtier import paths, schema
 from kvtier.errors import UserError
-from kvtier.generate import readme
+from kvtier.generate import artifacthub, readme
 
 PODSCRIPTS_SOURCE = Path(__file__).parents[1] / "podscripts"
 PODSCRIPTS_CHARTS = ("kv-tiered-inference",)
@@ -47,6 +49,7 @@ def expected() -> Iterator[tuple[Path, str]]:
     # README values tables (publishing): rendered in a temp dir, so --check writes nothing.
     yield from readme.expected()
     yield RULES_DOC, _rules_doc()
+    yield from artifacthub.expected()
 
 
 def stale() -> list[Path]:

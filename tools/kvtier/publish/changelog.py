@@ -13,6 +13,7 @@ from pathlib import Path
 
 import yaml
 
+from kvtier.images.reference import is_pinned
 from kvtier.publish.versioning import (
     Finding,
     Version,
@@ -154,7 +155,7 @@ def annotation_findings(chart_dir: Path) -> list[Finding]:
             image = str(item.get("image", "")) if isinstance(item, dict) else ""
             if not (isinstance(item, dict) and item.get("name") and image):
                 bad("artifacthub-annotation", line, f"image item {item!r} needs `name` and `image`")
-            elif (":" not in image.rsplit("/", 1)[-1] and "@" not in image) or image.endswith(":latest"):
+            elif not is_pinned(image):
                 bad(
                     "artifacthub-annotation", line, f"image {image} needs a pinned tag or digest (not latest)"
                 )

@@ -2,7 +2,8 @@
 
 Order of work, so that a refusal leaves the registry untouched:
 1. release checks of every chart (semver, CHANGELOG section, Artifact Hub annotations);
-2. `helm dependency update` + `helm package` of a copy of charts/ (the checkout is not modified);
+2. `helm dependency update` + `helm package` of a copy of charts/ (the checkout is not modified), with
+   --sign: the `artifacthub.io/signKey` annotation in the copy and a `.prov` beside each package;
 3. login (only when credentials are given; into a throwaway registry config unless one is named);
 4. a look-up of every chart:version in the registry: an existing version is never overwritten;
 5. `helm push` of every package (skipped by --dry-run).
@@ -23,6 +24,7 @@ from kvtier import paths, toolchain
 from kvtier.errors import UserError
 from kvtier.publish.changelog import release_findings
 from kvtier.publish.registry import Registry, tag
+from kvtier.publish.signing import Signer, annotate
 from kvtier.publish.versioning import Finding, chart_meta, version_line
 
 
@@ -34,6 +36,7 @@ class Outcome:
     reference: str = ""  # oci://host/path/chart:tag
     action: str = "packaged"  # packaged | would push | pushed | exists
     digest: str = ""
+    signed_by: str = ""  # fingerprint of the key that signed the .prov beside the package
 
 
 def discover(names: list[str] | None = None, charts_dir: Path | None = None) -> list[Path]:
@@ -72,32 +75,53 @@ def check(charts: list[Path]) -> list[Finding]:
     return [finding for chart in charts for finding in release_findings(chart)]
 
 
-def _helm(args: list[str], major: int) -> None:
+def _helm(args: list[str], major: int, signing: Signer | None = None) -> None:
+    # A passphrase goes on stdin (`--passphrase-file -`); without one stdin is closed, so a Helm
+    # that wanted to prompt fails instead of waiting.
     result = subprocess.run(
-        [str(toolchain.helm(major)), *args], capture_output=True, text=True, check=False, timeout=600
+        [str(toolchain.helm(major)), *args, *(signing.helm_flags() if signing else [])],
+        input=signing.passphrase if signing and signing.passphrase is not None else None,
+        stdin=subprocess.DEVNULL if signing and signing.passphrase is None else None,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
     )
     if result.returncode != 0:
-        raise UserError(f"`helm {' '.join(args)}` failed: {(result.stderr or result.stdout).strip()}")
+        message = (result.stderr or result.stdout).strip()
+        if signing:
+            raise signing.explain(Path(args[1]).name, message.removeprefix("Error: "))
+        raise UserError(f"`helm {' '.join(args)}` failed: {message}")
 
 
-def build(charts: list[Path], dest: Path, *, major: int = 3) -> list[Path]:
-    """Package each chart (dependencies built first) into dest; returns the .tgz paths."""
+def build(charts: list[Path], dest: Path, *, major: int = 3, signing: Signer | None = None) -> list[Path]:
+    """Package (and with `signing`, sign) each chart, dependencies built first, into dest; returns the
+    .tgz paths. Nothing lands in dest unless every chart packaged (and signed)."""
     dest.mkdir(parents=True, exist_ok=True)
     packages = []
     with tempfile.TemporaryDirectory(prefix="kvtier-package-") as tmp:
         # Work on a copy: file:// dependencies resolve against siblings, and the checkout stays clean.
         copy = Path(tmp) / "charts"
+        staging = Path(tmp) / "packages"
         shutil.copytree(
             charts[0].parent, copy, ignore=shutil.ignore_patterns("*.tgz", "Chart.lock"), symlinks=True
         )
         for chart in charts:
             work = copy / chart.name
+            if signing:
+                annotate(work / "Chart.yaml", signing)
             if chart_meta(work).get("dependencies"):
                 _helm(["dependency", "update", str(work), "--skip-refresh"], major)
-            _helm(["package", str(work), "--destination", str(dest)], major)
+            _helm(["package", str(work), "--destination", str(staging)], major, signing)
             meta = chart_meta(work)
-            packages.append(dest / f"{meta['name']}-{meta['version']}.tgz")
-    return packages
+            packages.append(f"{meta['name']}-{meta['version']}.tgz")
+        for name in packages:
+            # `helm push` uploads <package>.prov when it exists: never leave an old one beside a new package.
+            (dest / f"{name}.prov").unlink(missing_ok=True)
+            for made in (staging / name, staging / f"{name}.prov"):
+                if made.exists():
+                    shutil.move(made, dest / made.name)
+    return [dest / name for name in packages]
 
 
 @contextmanager
@@ -131,6 +155,8 @@ def publish(
     dry_run: bool = False,
     username: str | None = None,
     password: str | None = None,
+    signing: Signer | None = None,
+    helm_major: int = 3,  # without a registry (a --dry-run that only packages); else the registry's
 ) -> tuple[list[Outcome], list[Finding]]:
     """Package and push; findings (release rules, versions already published) mean nothing was pushed."""
     if registry is None and not dry_run:
@@ -138,9 +164,14 @@ def publish(
     findings = check(charts)
     if findings:
         return [], findings
-    packages = build(charts, dest, major=registry.helm_major if registry else 3)
+    packages = build(charts, dest, major=registry.helm_major if registry else helm_major, signing=signing)
     outcomes = [
-        Outcome(str(chart_meta(c)["name"]), str(chart_meta(c)["version"]), p)
+        Outcome(
+            str(chart_meta(c)["name"]),
+            str(chart_meta(c)["version"]),
+            p,
+            signed_by=signing.fingerprint if signing else "",
+        )
         for c, p in zip(charts, packages, strict=True)
     ]
     if registry is None:

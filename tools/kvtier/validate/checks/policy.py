@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from kvtier.images.reference import is_pinned
 from kvtier.manifests import LONG_RUNNING, containers, pod_templates, subject
 from kvtier.validate.checks.secret_rules import is_literal
 from kvtier.validate.findings import POLICY
@@ -37,8 +38,7 @@ def container_hit(m: dict[str, Any], field: str, c: dict[str, Any], what: str, u
 def no_latest(ctx: ManifestsContext) -> Iterator[Hit]:
     for m, field, c in each_container(ctx):
         image = str(c.get("image", ""))
-        name = image.split("@")[0].rsplit("/", 1)[-1]
-        if "@" not in image and (":" not in name or name.endswith(":latest") or name.endswith(":")):
+        if not is_pinned(image):
             yield container_hit(m, field, c, f"uses image {image!r}", ".image")
 
 
