@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,5 +108,16 @@ def run_cases_logged(
     )
     verdicts = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or len(verdicts) != len(cases):
-        raise RigError(f"{probe.name} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+        raise RigError(f"{probe.name} failed ({exit_status(proc.returncode)}):\n{proc.stderr[-6000:]}")
     return verdicts, proc.stderr
+
+
+def exit_status(returncode: int) -> str:
+    """`exit N`, or the signal that killed the process: a crash (SIGSEGV) must read as one."""
+    if returncode >= 0:
+        return f"exit {returncode}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = f"signal {-returncode}"
+    return f"killed by {name}, a crash"

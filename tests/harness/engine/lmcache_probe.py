@@ -8,23 +8,31 @@ lmcache-cpu-copy stand-in). Runs in the engine venv (vLLM importable, so PYTHONH
 CASES: a JSON list; each case {"action": "store"|"lookup", "config": path of lmcache.yaml or, for a pod whose
 LMCache reads LMCACHE_* variables (HyperPod's), "env": {name: value}, "model_arg",
 "served_model_name", "world_size", "worker_id", "dtype", "layers", "kv_heads", "head_size", "tokens": [...],
-"kv_seed", "pythonpath": optional list (the pod's PYTHONPATH), "fault": optional "delete_after_lookup",
+"kv_seed", "pythonpath": optional list (the pod's PYTHONPATH), "fault": optional "delete_after_lookup" or,
+for a store, "close_during_l2_write" (the chart plugin's chunk writes start 2 s late and the engine closes
+once every one has started, as a pod's shutdown would; "stored_files" then counts what landed by the time
+the close returned),
 "skip_prefix": optional n, a multiple of the chunk size: store only past the first n tokens, as vLLM does
 past a prefix it already stored} runs on a fresh
 engine (its own L1), one after another in this process (one PYTHONHASHSEED).
 `store` writes the chunks of `tokens` (KV drawn from kv_seed) and waits until each chunk's L2 write has
-landed or failed ("stored_files", "failed_puts"); `lookup` asks
+landed or failed ("stored_files", "failed_puts") and no remote backend has a write in flight (with the
+chart's plugin and a remote_url both configured, one L2 can land before the other: the engine must not
+close under the other's writes); `lookup` asks
 how many leading tokens LMCache would serve, retrieves them and compares with the KV kv_seed gives. Prints
 one JSON line per case: {"hit_tokens", "retrieved_tokens", "data_ok", "lookup_after", "error"}.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
+import threading
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +43,7 @@ from lmcache.v1.metadata import LMCacheMetadata
 from lmcache_cpu_copy.connector import CPUPagedKVConnector
 
 BLOCK_SIZE = 128
+LATE_WRITE_S = 2.0  # fault close_during_l2_write: how late each plugin chunk write starts
 
 
 def paged_kv(request: dict[str, Any], tokens: int, fill: bool) -> list[torch.Tensor]:
@@ -85,19 +94,50 @@ def failed_puts(engine: Any) -> int:
     return sum(getattr(backend, "_put_failed_count", 0) for backend in backends)
 
 
+def puts_in_flight(engine: Any) -> int:
+    """How many L2 writes LMCache's remote backends have submitted and not finished (RemoteBackend.put_tasks,
+    which a write leaves only when its task is done)."""
+    backends = engine.storage_manager.storage_backends.values()
+    return sum(len(getattr(backend, "put_tasks", ())) for backend in backends)
+
+
 def wait_for_puts(
     engine: Any, config: LMCacheEngineConfig, before: tuple[int, int], chunks: int
 ) -> tuple[int, int]:
-    """Wait (60 s at most) until each of `chunks` asynchronous L2 writes has landed as a chunk file or failed;
-    how many landed and how many failed. `before`: chunk files and failed writes before the store."""
+    """Wait (60 s at most) until each of `chunks` asynchronous L2 writes has landed as a chunk file or failed
+    and no backend has a write in flight; how many landed and how many failed. `before`: chunk files and
+    failed writes before the store."""
     files_before, failed_before = before
     deadline = time.monotonic() + 60
     while True:
         landed = len(list(l2_dir(config).glob("*.data"))) - files_before
         failed = failed_puts(engine) - failed_before
-        if landed + failed >= chunks or time.monotonic() > deadline:
+        settled = landed + failed >= chunks and puts_in_flight(engine) == 0
+        if settled or time.monotonic() > deadline:
             return landed, failed
         time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def late_plugin_writes(delay_s: float) -> Iterator[threading.Semaphore]:
+    """The chart plugin's chunk writer (l2_connector.write_sealed, from the pod's PYTHONPATH) starts each
+    write `delay_s` late, in its writer thread, as on a busy node; yields a semaphore released as each
+    write enters its thread."""
+    import l2_connector
+
+    write = l2_connector.write_sealed
+    entered = threading.Semaphore(0)
+
+    def late(*args: Any) -> None:
+        entered.release()
+        time.sleep(delay_s)
+        write(*args)
+
+    l2_connector.write_sealed = late
+    try:
+        yield entered
+    finally:
+        l2_connector.write_sealed = write
 
 
 def config_of(request: dict[str, Any]) -> LMCacheEngineConfig:
@@ -124,16 +164,27 @@ def run_case(request: dict[str, Any]) -> dict[str, Any]:
     slots = torch.arange(len(tokens), dtype=torch.long)
     engine = engine_for(request, config.chunk_size, config)
     result: dict[str, Any] = {"hit_tokens": 0, "retrieved_tokens": 0, "data_ok": None, "error": None}
+    closing = request.get("fault") == "close_during_l2_write"
+    files_before = len(list(l2_dir(config).glob("*.data")))
     try:
         if action == "store":
             skip = int(request.get("skip_prefix", 0))
             mask = torch.arange(len(tokens)) >= skip if skip else None
-            before = len(list(l2_dir(config).glob("*.data"))), failed_puts(engine)
-            engine.store(
-                tokens, mask=mask, kvcaches=paged_kv(request, len(tokens), fill=True), slot_mapping=slots
-            )
-            landed, failed = wait_for_puts(engine, config, before, (len(tokens) - skip) // config.chunk_size)
-            result["stored_files"], result["failed_puts"] = landed, failed
+            before = files_before, failed_puts(engine)
+            chunks = (len(tokens) - skip) // config.chunk_size
+            with late_plugin_writes(LATE_WRITE_S) if closing else contextlib.nullcontext() as entered:
+                engine.store(
+                    tokens, mask=mask, kvcaches=paged_kv(request, len(tokens), fill=True), slot_mapping=slots
+                )
+                if entered is not None:  # the pod shuts down while every chunk is being written
+                    for _ in range(chunks):
+                        if not entered.acquire(timeout=60):
+                            raise TimeoutError("the plugin's chunk writes never started")
+                    LMCacheEngineBuilder.destroy("probe")
+                    engine = None
+                    result["stored_files"] = len(list(l2_dir(config).glob("*.data"))) - files_before
+                    return result
+            result["stored_files"], result["failed_puts"] = wait_for_puts(engine, config, before, chunks)
         else:
             hit = int(engine.lookup(tokens))
             result["hit_tokens"] = hit
@@ -157,7 +208,8 @@ def run_case(request: dict[str, Any]) -> dict[str, Any]:
         result["error"] = f"{type(error).__name__}: {error}"
         result["traceback"] = traceback.format_exc()[-1500:]
     finally:
-        LMCacheEngineBuilder.destroy("probe")
+        if engine is not None:  # not destroyed above
+            LMCacheEngineBuilder.destroy("probe")
     return result
 
 

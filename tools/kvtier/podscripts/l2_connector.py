@@ -6,6 +6,10 @@
   recomputes the tokens (kv_load_failure_policy recompute, which the chart sets).
 - `hit_interval_s` (cache.l2.eviction.recordHits): each chunk served from L2 gets its atime set, for the
   eviction job's least-recently-used order (l2_hits.py).
+- Every chunk read or write it starts finishes before LMCache frees the CPU memory it copies from or into
+  (InFlightIO): the pinned LMCache frees that memory when the engine closes (a pod's shutdown) without
+  waiting for the file I/O already running in threads, which then touches unmapped memory
+  (docs/reliability.md).
 
 The engine pods import it from the chart's podscripts ConfigMap (PYTHONPATH); LMCache's plugin loader reads
 
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +41,9 @@ except ImportError:  # in the engine pod: a top-level module beside l2_hits.py a
 CLASS_NAME = "KvtierFSConnector"
 MODULE = "l2_connector"
 PLUGIN_NAME = "kvtier_l2"  # the name in remote_storage_plugins and in its extra_config keys
+# How long an engine's close waits for running chunk reads and writes: inside the 15 s that LMCache's vLLM
+# connector gives the whole engine destroy at shutdown (lmcache/v1/manager.py, the pinned release).
+DRAIN_TIMEOUT_S = 10.0
 
 log = logging.getLogger("kvtier.l2")
 
@@ -106,6 +114,56 @@ def write_sealed(final: Path, temp: Path, key: str, header: bytes, payload: Any)
         raise
 
 
+class InFlightIO:
+    """The chunk reads and writes that have started and not finished, so whoever frees the memory they use
+    can wait for them first; once draining has begun none may start."""
+
+    def __init__(self) -> None:
+        self._running = 0
+        self._draining = False
+        self._changed = threading.Condition()
+
+    def begin(self) -> bool:
+        """Count one about to start; False when draining has begun (it must not start)."""
+        with self._changed:
+            if self._draining:
+                return False
+            self._running += 1
+            return True
+
+    def end(self) -> None:
+        with self._changed:
+            self._running -= 1
+            self._changed.notify_all()
+
+    def drain(self, timeout_s: float) -> int:
+        """Refuse new ones and wait up to `timeout_s` for the running ones; how many still run."""
+        with self._changed:
+            self._draining = True
+            self._changed.wait_for(lambda: self._running == 0, timeout_s)
+            return self._running
+
+
+def free_after_io(local_cpu_backend: Any, in_flight: InFlightIO, timeout_s: float) -> None:
+    """Make `local_cpu_backend.close()`, which frees LMCache's CPU memory (its memory objects with it), wait
+    for `in_flight` first. LMCache's storage manager closes that backend before the remote ones, so the
+    connector's own close() would come too late."""
+    free = local_cpu_backend.close
+
+    def close() -> None:
+        still_running = in_flight.drain(timeout_s)
+        if still_running:
+            log.warning(
+                "%s: %d L2 chunk read(s) or write(s) still running after %.0f s; freeing the memory anyway",
+                PLUGIN_NAME,
+                still_running,
+                timeout_s,
+            )
+        free()
+
+    local_cpu_backend.close = close
+
+
 def _build_connector_class() -> type:
     from lmcache.v1.protocol import RemoteMetadata
     from lmcache.v1.storage_backend.connector.fs_connector import FSConnector
@@ -122,6 +180,8 @@ def _build_connector_class() -> type:
             interval = _option(extra, "hit_interval_s", None)
             self.hit_recorder = l2_hits.HitRecorder(float(interval)) if interval is not None else None
             self.rejections = l2_integrity.Rejections()
+            self.in_flight = InFlightIO()
+            free_after_io(local_cpu_backend, self.in_flight, DRAIN_TIMEOUT_S)
             if self.verify and not self.save_chunk_meta:
                 raise ValueError(
                     f"{PLUGIN_NAME}: verify needs LMCache's chunk header (extra_config save_chunk_meta "
@@ -134,10 +194,15 @@ def _build_connector_class() -> type:
                 self.use_odirect = False
 
         async def get(self, key: Any) -> Any:
+            if not self.in_flight.begin():
+                return None  # the engine is closing: a miss
             if self.verify:
-                memory_obj = await self.loop.run_in_executor(None, self._get_verified, key)
+                memory_obj = await self._in_thread(self._get_verified, key)
             else:
-                memory_obj = await super().get(key)
+                try:
+                    memory_obj = await super().get(key)
+                finally:
+                    self.in_flight.end()
             if memory_obj is not None and self.hit_recorder is not None:
                 # touched off the request path; hit() logs its own failures
                 self.loop.run_in_executor(None, self.hit_recorder.hit, str(self._get_file_path(key)))
@@ -181,19 +246,48 @@ def _build_connector_class() -> type:
 
         async def put(self, key: Any, memory_obj: Any) -> None:
             if not self.verify:
-                await super().put(key, memory_obj)
+                if self._may_start(key):
+                    try:
+                        await super().put(key, memory_obj)
+                    finally:
+                        self.in_flight.end()
                 return
             final, temp = self._get_file_and_tmp_path(key)
-            buffer = memory_obj.byte_array
-            header = RemoteMetadata(
-                len(buffer), memory_obj.get_shapes(), memory_obj.get_dtypes(), memory_obj.get_memory_format()
-            ).serialize()
             try:
-                await self.loop.run_in_executor(
-                    None, write_sealed, final, temp, key.to_string(), header, buffer
-                )
+                buffer = memory_obj.byte_array
+                header = RemoteMetadata(
+                    len(buffer),
+                    memory_obj.get_shapes(),
+                    memory_obj.get_dtypes(),
+                    memory_obj.get_memory_format(),
+                ).serialize()
+                if self._may_start(key):
+                    await self._in_thread(write_sealed, final, temp, key.to_string(), header, buffer)
             except Exception as error:
                 log.error("Failed to write file %s: %s", final, error)
+                raise
+
+        def _may_start(self, key: Any) -> bool:
+            """Count a chunk write about to start; False (logged) once the engine is closing."""
+            if self.in_flight.begin():
+                return True
+            log.info("%s: the engine is closing, chunk %s not stored", PLUGIN_NAME, key.to_string())
+            return False
+
+        def _in_thread(self, function: Any, *args: Any) -> Any:
+            """`function(*args)` in the loop's executor, for I/O already counted by in_flight.begin(); the
+            thread itself ends it, so a cancelled caller's thread is still waited for before the free."""
+
+            def run() -> Any:
+                try:
+                    return function(*args)
+                finally:
+                    self.in_flight.end()
+
+            try:
+                return self.loop.run_in_executor(None, run)
+            except BaseException:
+                self.in_flight.end()  # never handed to a thread
                 raise
 
     return KvtierFSConnector
