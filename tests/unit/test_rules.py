@@ -417,6 +417,52 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
         ),
         "curvine.worker.tolerations does not tolerate it",
     ),
+    # gpu_rules.py: Qwen2.5-72B's ~135 GiB of bf16 weights against one L40S, then eight 80 GB A100s
+    "weights-fit-instance-gpus": (
+        _model(model="Qwen/Qwen2.5-72B-Instruct", dtype="bfloat16", instanceType="ml.p4de.24xlarge"),
+        _model(model="Qwen/Qwen2.5-72B-Instruct", dtype="bfloat16"),
+        "GiB of weights in bfloat16; ml.g6e.4xlarge has 1 x 44.99 GiB L40S = 45.0 GiB of GPU memory in all",
+    ),
+    # model_source_rules.py: meta-llama is gated on the Hub
+    "gated-model-needs-token": (
+        _model(model="meta-llama/Llama-3.1-8B-Instruct"),
+        _model(
+            model="meta-llama/Llama-3.1-8B-Instruct",
+            source={"huggingface": {"tokenSecret": {"name": "", "key": "token"}}},
+        ),
+        "models[0] (meta-llama/Llama-3.1-8B-Instruct) is a gated Hub repository and "
+        "source.huggingface.tokenSecret.name is empty",
+    ),
+    # model_source_rules.py: Qwen2-7B's bfloat16 safetensors (14.2 GiB) land in the engine's cache emptyDir
+    "engine-cache-holds-weights": (
+        _set("engine", "cacheSize", value="20Gi"),
+        _set("engine", "cacheSize", value="10Gi"),
+        "engine.cacheSize 10Gi holds 10.0 GiB; models[0] (Qwen/Qwen2-7B-Instruct) downloads 14.2 GiB",
+    ),
+    # storage_rules.py: without the release's Curvine, an EBS class cannot give the RWX claim
+    "l2-storageclass-gives-rwx": (
+        _both(
+            _set("curvine", "enabled", value=False),
+            _set("cache", "l2", "claim", "storageClassName", value="efs-sc"),
+        ),
+        _both(
+            _set("curvine", "enabled", value=False),
+            _set("cache", "l2", "claim", "storageClassName", value="gp3"),
+        ),
+        "cache.l2.claim.storageClassName 'gp3' is, on EKS and in the AWS drivers' examples, a class of "
+        "ebs.csi.aws.com, whose volumes are ReadWriteOnce only",
+    ),
+    # curvine_rules.py: g6e.4xlarge has one 600 GB NVMe disk
+    "curvine-data-dirs-fit-instance-store": (
+        _nothing,
+        _set(
+            "curvine",
+            "worker",
+            "dataDirs",
+            value=[{"path": "/opt/dlami/nvme/curvine-data", "type": "SSD", "capacity": "600GB"}],
+        ),
+        "more than ml.g6e.4xlarge's 600 GB instance store",
+    ),
     "l2-claim-on-curvine": (
         _set("cache", "l2", "claim", "storageClassName", value="kv-curvine"),
         _set("cache", "l2", "claim", "storageClassName", value="gp3"),

@@ -131,6 +131,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="NAMESPACE=LEVEL",
         help="Pod Security level a namespace enforces (restricted|baseline|privileged)",
     )
+    p.add_argument(
+        "--model-config",
+        action="append",
+        default=[],
+        metavar="[MODEL=]PATH",
+        help="a model's Hugging Face config.json, or its folder (with model.safetensors.index.json for the "
+        "weight bytes), for the rules that need its heads, context, dtype and size; MODEL= names the "
+        "models[].model it describes, without it every model validate has no facts for (repeatable)",
+    )
     p.add_argument("--jobs", type=int, default=Options.jobs, help="parallel Helm renders")
     p.set_defaults(func=run)
 
@@ -204,6 +213,9 @@ def _run(args: argparse.Namespace) -> int:
         options.server = False
     files, options.values = _environments(args.paths, args.values)
     options.sets, options.set_strings = tuple(args.set), tuple(args.set_string)
+    from kvtier.validate import model_facts
+
+    options.model_configs = tuple(model_facts.parse_flag(text) for text in args.model_config)
     setvalues.check(options.sets, options.set_strings)  # a malformed --set is a bad option: exit 2
     started = None
     if options.render:

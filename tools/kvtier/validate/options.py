@@ -43,6 +43,8 @@ class Options:
     values: tuple[Path, ...] = ()
     sets: tuple[str, ...] = ()
     set_strings: tuple[str, ...] = ()
+    # --model-config: (model id, or "" for any model, and the config.json or model folder), read by the rules
+    model_configs: tuple[tuple[str, Path], ...] = ()
 
     def overlay(self) -> list[str]:
         """The same layers as Helm arguments, after an environment's own `-f`."""

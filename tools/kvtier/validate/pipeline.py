@@ -81,7 +81,7 @@ def check_loaded(
     report.sources = (effective.values, origins)
     schema_findings = schema_check.check(effective, origins, options.schema_source)
     report.add(SCHEMA, schema_findings + _stale_copies())
-    ctx = rules.ValuesContext(effective.values, loaded, deployed, origins)
+    ctx = rules.ValuesContext(effective.values, loaded, deployed, origins, dict(options.model_configs))
     not_run: list[str] = []
     found = catalogue.run_values(ctx, not_run=not_run if schema_findings else None)
     count = sum(1 for r in catalogue.all_rules().values() if r.scope == "values")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from kvtier.validate.findings import RULES, Severity
@@ -41,6 +42,8 @@ class ValuesContext:
     loaded: Loaded  # the environment file, for positions
     deployed: dict[str, Any] | None = None  # values of the release in the cluster (--context)
     origins: Origins | None = None  # where each effective value comes from; None: `loaded` alone
+    # --model-config files by model id ("" for any model): kvtier.validate.model_facts reads them
+    model_configs: dict[str, Path] = field(default_factory=dict)
 
     def where(self) -> Origins:
         return self.origins or Origins([self.loaded])

@@ -1,5 +1,6 @@
-"""Rules on the Curvine pool the release installs: its memory tier against the worker's memory limit, where
-its workers and CSI node plugin may run, and whether the L2 claim is on it at all.
+"""Rules on the Curvine pool the release installs: its memory tier against the worker's memory limit, its disk
+tier against the instance store, where its workers and CSI node plugin may run, and whether the L2 claim is on
+it at all.
 
 Curvine's values are under `curvine` (the subchart charts/curvine); sizes in its data dirs are read as
 Curvine v0.4.1 reads them (kvtier.upstream.curvine_config.size_bytes: ByteUnit, binary units, 32GB = 32 GiB),
@@ -14,9 +15,10 @@ from fractions import Fraction
 from typing import Any
 
 from kvtier import quantity
+from kvtier.plan.facts import INSTANCE_STORE_GB
 from kvtier.upstream import curvine_config
 from kvtier.validate.rules import Hit, ValuesContext, rule
-from kvtier.values import lookup, model_entries
+from kvtier.values import INSTANCE_LABEL, lookup, model_entries
 
 WORKER = ("curvine", "worker")
 # The taint effects that keep a pod off a node (PreferNoSchedule does not).
@@ -238,3 +240,72 @@ def claim_on_curvine(ctx: ValuesContext) -> Iterator[Hit]:
         "its ReadWriteMany claim; leave storageClassName empty or set curvine.enabled=false",
         ("cache", "l2", "claim", "storageClassName"),
     )
+
+
+# Where the DLAMI (and HyperPod's node images) mount the instance store's NVMe disks, as one RAID 0 volume:
+# a data dir under it lives on the instance store (values/prod-g6e-4xlarge.yaml, docs/hyperpod.md).
+INSTANCE_STORE_MOUNT = "/opt/dlami/nvme"
+DISK_TIERS = ("SSD", "HDD", "DISK")
+
+
+def _store_gb(instance_type: str) -> int | None:
+    return INSTANCE_STORE_GB.get(instance_type, INSTANCE_STORE_GB.get(f"ml.{instance_type}"))
+
+
+@rule(
+    "curvine-data-dirs-fit-instance-store",
+    reason="Curvine workers advertise each data dir's capacity to the master, which places L2 blocks up to "
+    "it: a capacity (plus dirReserved) above the instance store the dir lives on fills the disk, and writes "
+    "fail with no space left, or a node without an instance store writes the L2 to its root volume",
+    remedy="keep the capacities of curvine.worker.dataDirs under /opt/dlami/nvme (plus dirReserved) within "
+    "the worker instance type's instance store, or choose an instance type with a larger one",
+)
+def data_dirs_fit_instance_store(ctx: ValuesContext) -> Iterator[Hit]:
+    """The instance type comes from curvine.worker.nodeSelector's node.kubernetes.io/instance-type; sizes are
+    AWS's GB (10**9) against Curvine's binary units (kvtier.upstream.curvine_config.size_bytes)."""
+    if not _curvine_on(ctx.values):
+        return
+    worker = lookup(ctx.values, *WORKER, default={}) or {}
+    selector = worker.get("nodeSelector") if isinstance(worker, dict) else None
+    instance = str(selector.get(INSTANCE_LABEL) or "") if isinstance(selector, dict) else ""
+    dirs = worker.get("dataDirs") if isinstance(worker, dict) else None
+    on_store = [
+        (j, d)
+        for j, d in enumerate(dirs if isinstance(dirs, list) else [])
+        if isinstance(d, dict)
+        and str(d.get("type") or "SSD").upper() in DISK_TIERS
+        and str(d.get("path") or "").rstrip("/").startswith(INSTANCE_STORE_MOUNT)
+    ]
+    if not instance or not on_store:
+        return
+    store_gb = _store_gb(instance)
+    if store_gb is None:
+        yield Hit(
+            f"curvine workers run on {instance}, whose instance store size validate does not know "
+            "(kvtier.plan.facts.INSTANCE_STORE_GB): the capacities of curvine.worker.dataDirs under "
+            f"{INSTANCE_STORE_MOUNT} are not checked against it; compare them with the instance type's "
+            "'Instance storage' on AWS's instance type page (or lsblk on a node)",
+            ("curvine", "worker", "nodeSelector", INSTANCE_LABEL),
+            severity="warning",
+        )
+        return
+    reserved = curvine_config.size_bytes(worker.get("dirReserved") or 0) or 0
+    sizes = [(j, curvine_config.size_bytes(d.get("capacity"))) for j, d in on_store if d.get("capacity")]
+    if any(size is None for _, size in sizes):
+        return  # a capacity Curvine cannot read: the schema and the config check report it
+    store = store_gb * 10**9
+    wanted = sum(int(size or 0) + reserved for _, size in sizes)
+    if store == 0:
+        yield Hit(
+            f"curvine.worker.dataDirs[{on_store[0][0]}] is under {INSTANCE_STORE_MOUNT}, but the workers' "
+            f"instance type {instance} has no instance store (EBS only): the L2 would fill the root volume",
+            ("curvine", "worker", "dataDirs", on_store[0][0], "path"),
+        )
+    elif sizes and wanted > store:
+        j = sizes[-1][0]
+        yield Hit(
+            f"curvine.worker.dataDirs under {INSTANCE_STORE_MOUNT} ask for {_gib(wanted)} (capacity plus "
+            f"dirReserved {_gib(reserved)} each), more than {instance}'s {store_gb} GB instance store "
+            f"({_gib(store)})",
+            ("curvine", "worker", "dataDirs", j, "capacity"),
+        )

@@ -12,8 +12,9 @@ Facts from the pinned versions' code (toolchain/versions.env; docs/validate.md c
   (vllm/v1/kv_offload: the offloading block_size must be a multiple of the KV cache block size).
 - Tensor parallel ranks in one pod create NCCL shared-memory segments and vLLM's worker message queues in
   /dev/shm, which the chart sizes from engine.shmSize: below 1Gi the segments cannot be created.
-Model facts come from the planner's shipped configs (kvtier.plan.facts); an unknown model is said to be
-unchecked (model-facts-unknown), never passed in silence.
+Model facts come from --model-config, a local model folder or Hugging Face cache, or the planner's shipped
+configs (kvtier.validate.model_facts); an unknown model is said to be unchecked (model-facts-unknown), never
+passed in silence.
 """
 
 from __future__ import annotations
@@ -22,8 +23,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from kvtier import quantity
-from kvtier.plan.capacity import known_config
-from kvtier.plan.facts import KNOWN_MODELS
+from kvtier.validate import model_facts
 from kvtier.validate.rules import Hit, ValuesContext, rule
 from kvtier.values import extra_args, lookup, model_entries, tensor_parallel_arg
 
@@ -42,31 +42,51 @@ def _tensor_parallel(model: dict[str, Any]) -> int | None:
         return None
 
 
-# The rules that read a model's config.json from the planner's shipped ones, and pass a model it lacks.
+# The rules that read a model's config.json (kvtier.validate.model_facts), and pass a model it lacks.
 MODEL_FACT_RULES = (
     "tp-divides-heads",
     "max-model-len-within-model",
     "gpu-memory-holds-weights",
+    "weights-fit-instance-gpus",
     "dtype-supported-by-model",
+    "gated-model-needs-token",
     "startup-budget-fits-load",
 )
+# rope_scaling types vLLM keeps the position limit of: the others multiply it by their factor (vLLM's
+# ModelConfig, _get_and_verify_max_len), which this check does not reproduce, so it leaves them unjudged.
+UNSCALED_ROPE = ("default", "llama3", "longrope", "su", "mrope")
+
+
+def context_limit(config: dict[str, Any]) -> int | None:
+    """The most positions vLLM accepts for --max-model-len from a config.json; None where rope scaling
+    changes it."""
+    rope = config.get("rope_scaling")
+    rope = rope if isinstance(rope, dict) else {}
+    kind = str(rope.get("rope_type") or rope.get("type") or "default")
+    if rope.get("factor") and kind not in UNSCALED_ROPE:
+        return None
+    limits = [int(config[k]) for k in POSITION_KEYS if isinstance(config.get(k), int) and config[k] > 0]
+    return min(limits) if limits else None
 
 
 @rule(
     "model-facts-unknown",
-    reason="heads, position limit, weights and dtype come from the model's config.json, which validate has "
-    "for the planner's shipped models only: for any other model the rules that need them cannot check it, "
-    "and say so here instead of passing it in silence",
-    remedy="check gpusPerReplica, maxModelLen and dtype against the model's config.json by hand; `kvtier "
-    "plan --model-config config.json` sizes the tiers from it",
+    reason="heads, position limit, weights, dtype and the Hub's licence gate come from the model's "
+    "config.json (and the Hub), which validate reads from --model-config, a local model folder, the local "
+    "Hugging Face cache or the planner's shipped models: for any other model the rules that need them "
+    "cannot check it, and say so here instead of passing it in silence",
+    remedy=f"{model_facts.HOW_TO_SUPPLY}; or check gpusPerReplica, maxModelLen, dtype and the token against "
+    "the model's config.json by hand",
 )
 def model_facts_unknown(ctx: ValuesContext) -> Iterator[Hit]:
     for i, model in model_entries(ctx.values):
         name = model.get("model")
-        if isinstance(name, str) and name and known_config(name) is None:
+        if isinstance(name, str) and name and model_facts.find(model, ctx.model_configs) is None:
             yield Hit(
-                f"models[{i}] ({name}) is not among the planner's models ({', '.join(KNOWN_MODELS)}): "
-                f"{', '.join(MODEL_FACT_RULES)} cannot check it",
+                f"models[{i}] ({name}): validate has no config.json for it (not given with --model-config, "
+                f"not in the local Hugging Face cache {model_facts.hub_cache()}, not shipped), so "
+                f"{', '.join(MODEL_FACT_RULES)} cannot check its heads, context length, weights, dtype or "
+                f"gating; {model_facts.HOW_TO_SUPPLY}",
                 ("models", i, "model"),
                 severity="warning",
             )
@@ -81,11 +101,11 @@ def model_facts_unknown(ctx: ValuesContext) -> Iterator[Hit]:
 )
 def tp_divides_heads(ctx: ValuesContext) -> Iterator[Hit]:
     for i, model in model_entries(ctx.values):
-        found = known_config(str(model.get("model") or ""))
+        found = model_facts.find(model, ctx.model_configs)
         tp = _tensor_parallel(model)
         if not found or not tp or tp <= 1:
             continue
-        name, config = found
+        name, config = found.name, found.config
         heads = int(config["num_attention_heads"])
         kv = int(config.get("num_key_value_heads") or heads)
         if heads % tp:
@@ -148,15 +168,15 @@ def max_model_len_within_model(ctx: ValuesContext) -> Iterator[Hit]:
     if _allows_long_context(ctx.values):
         return
     for i, model in model_entries(ctx.values):
-        found = known_config(str(model.get("model") or ""))
+        found = model_facts.find(model, ctx.model_configs)
         length = model.get("maxModelLen")
-        if not found or not isinstance(length, int):
+        if not found or not isinstance(length, int) or isinstance(length, bool):
             continue
-        name, config = found
-        limits = [int(config[k]) for k in POSITION_KEYS if config.get(k)]
-        if limits and length > min(limits):
+        limit = context_limit(found.config)
+        if limit and length > limit:
             yield Hit(
-                f"models[{i}].maxModelLen {length} is above {name}'s limit of {min(limits)} positions",
+                f"models[{i}].maxModelLen {length} is above {found.name}'s limit of {limit} positions "
+                f"(config.json max_position_embeddings, from {found.origin})",
                 ("models", i, "maxModelLen"),
             )
 

@@ -3,10 +3,11 @@
 Each rule implements a check the pinned vLLM (toolchain/versions.env; its source in the engine venv)
 runs at startup, on the GPU model, GPU count and memory of the model's `instanceType` (the planner's table,
 kvtier.plan.facts.INSTANCE_TYPES and COMPUTE_CAPABILITY, read as workload_rules.instance_facts reads it) and
-the model's shipped config (kvtier.plan.capacity.known_config): an unknown instance type or model is not
-judged. The chart passes `dtype`, `gpuMemoryUtilization` and `gpusPerReplica` as `--dtype`,
-`--gpu-memory-utilization` and `--tensor-parallel-size` on both targets (templates/_engine.tpl,
-_hyperpod.tpl), and refuses those flags in extraArgs.
+the model's config.json (kvtier.validate.model_facts: --model-config, a local folder or Hugging Face cache,
+or the planner's shipped configs): an unknown instance type or model is not judged. The chart passes
+`dtype`, `gpuMemoryUtilization` and `gpusPerReplica` as `--dtype`, `--gpu-memory-utilization` and
+`--tensor-parallel-size` on both targets (templates/_engine.tpl, _hyperpod.tpl), and refuses those flags in
+extraArgs.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from kvtier.plan.capacity import DTYPE_BYTES, ModelSpec, known_config
+from kvtier.plan.capacity import DTYPE_BYTES, ModelSpec
 from kvtier.plan.facts import COMPUTE_CAPABILITY, GIB
 from kvtier.plan.inputs import kv_dtype_bytes
+from kvtier.validate import model_facts
 from kvtier.validate.checks.workload_rules import _gpu_target, instance_facts
 from kvtier.validate.rules import Hit, ValuesContext, rule
 from kvtier.values import extra_args, lookup, model_entries
@@ -148,9 +150,9 @@ def dtype_supported_by_model(ctx: ValuesContext) -> Iterator[Hit]:
         if TORCH_DTYPE.get(_dtype(model)) != "float16":
             continue
         name = str(model.get("model") or "")
-        found = known_config(name)
+        found = model_facts.find(model, ctx.model_configs)
         if found:
-            model_type = str(found[1].get("model_type") or "")
+            model_type = str(found.config.get("model_type") or "")
             if model_type in FLOAT16_NOT_SUPPORTED:
                 yield Hit(
                     f"models[{i}].dtype {model.get('dtype')}: vLLM refuses float16 for {name} (model type "
@@ -206,6 +208,68 @@ def kv_bytes_per_gpu(spec: ModelSpec, kv_bytes: int, tokens: int, tp: int, pp: i
     return per_layer * ((layers - sliding) * tokens + sliding * window)
 
 
+@dataclass(frozen=True)
+class Weights:
+    """A model's weights as vLLM loads them on one replica's GPUs."""
+
+    facts: model_facts.ModelFacts
+    spec: ModelSpec
+    dtype: str  # the torch dtype vLLM runs in
+    total: float  # bytes of all the weights
+    tp: int
+    pp: int
+
+
+def weights_of(ctx: ValuesContext, model: dict[str, Any], gpu: Gpu) -> Weights | None:
+    """The weights vLLM loads for a model on `gpu`, when its facts are known and extraArgs change nothing:
+    safetensors' total_size where a model folder gave it (scaled from the stored dtype to the one vLLM runs
+    in), else the parameter count (config.json) x the dtype's bytes."""
+    found = model_facts.find(model, ctx.model_configs)
+    parallel = _parallel(model)
+    if found is None or parallel is None or _sizes_changed(model):
+        return None
+    spec = ModelSpec.from_hf_config(found.name, found.config, found.origin)
+    dtype = resolved_dtype(_dtype(model), spec.dtype, str(found.config.get("model_type") or ""), gpu)
+    if dtype not in DTYPE_BYTES:
+        return None
+    if found.weight_bytes and found.quantized:
+        total = float(found.weight_bytes)  # packed as the quantization stores them
+    elif found.weight_bytes and TORCH_DTYPE.get(spec.dtype, spec.dtype) in DTYPE_BYTES:
+        total = found.weight_bytes / DTYPE_BYTES[TORCH_DTYPE.get(spec.dtype, spec.dtype)] * DTYPE_BYTES[dtype]
+    elif found.quantized:
+        return None  # the parameter count says nothing of a quantized checkpoint's bytes
+    else:
+        total = spec.params * DTYPE_BYTES[dtype]
+    return Weights(found, spec, dtype, total, *parallel)
+
+
+def _beyond_instance(weights: Weights, gpu: Gpu) -> bool:
+    """The weights exceed the whole memory of every GPU the instance type has."""
+    return weights.total > gpu.count * gpu.memory_gib * GIB
+
+
+@rule(
+    "weights-fit-instance-gpus",
+    reason="a replica runs on the GPUs of one node: weights larger than all the GPU memory of its instance "
+    "type cannot load whatever gpuMemoryUtilization or tensor parallel size is chosen, and vLLM exits with "
+    "CUDA out of memory while loading them",
+    remedy="choose an instance type whose GPUs together hold the weights with room for the KV cache (see "
+    "`kvtier plan`), or serve a quantized checkpoint of the model",
+)
+def weights_fit_instance_gpus(ctx: ValuesContext) -> Iterator[Hit]:
+    for i, model in model_entries(ctx.values):
+        gpu = gpu_of(ctx.values, model)
+        weights = weights_of(ctx, model, gpu) if gpu else None
+        if gpu is None or weights is None or not _beyond_instance(weights, gpu):
+            continue
+        yield Hit(
+            f"models[{i}] ({model.get('model')}) has {weights.total / GIB:.1f} GiB of weights in "
+            f"{weights.dtype}; {gpu.instance_type} has {gpu.count} x {gpu.memory_gib:g} GiB {gpu.model} = "
+            f"{gpu.count * gpu.memory_gib:.1f} GiB of GPU memory in all: no replica can load them",
+            ("models", i, "instanceType"),
+        )
+
+
 @rule(
     "gpu-memory-holds-weights",
     reason="vLLM caps weights, activations and KV cache at gpuMemoryUtilization x each GPU's memory: weights "
@@ -220,41 +284,35 @@ def gpu_memory_holds_weights(ctx: ValuesContext) -> Iterator[Hit]:
     # smaller than one max-model-len sequence).
     for i, model in model_entries(ctx.values):
         gpu = gpu_of(ctx.values, model)
-        found = known_config(str(model.get("model") or ""))
-        parallel = _parallel(model)
+        weights = weights_of(ctx, model, gpu) if gpu else None
         utilization = model.get("gpuMemoryUtilization")
         if utilization is None:
             utilization = VLLM_DEFAULT_UTILIZATION
-        if gpu is None or found is None or parallel is None or _sizes_changed(model):
-            continue
+        if gpu is None or weights is None or _beyond_instance(weights, gpu):
+            continue  # unknown, or weights-fit-instance-gpus reports it
         if isinstance(utilization, bool) or not isinstance(utilization, int | float) or utilization <= 0:
             continue  # the schema reports it
-        tp, pp = parallel
-        name, cfg = found
-        spec = ModelSpec.from_hf_config(name, cfg)
-        dtype = resolved_dtype(_dtype(model), spec.dtype, str(cfg.get("model_type") or ""), gpu)
-        if dtype not in DTYPE_BYTES:
-            continue
+        tp, pp, spec, dtype = weights.tp, weights.pp, weights.spec, weights.dtype
         budget = utilization * gpu.memory_gib * GIB
-        weights = spec.params * DTYPE_BYTES[dtype] / (tp * pp)
+        per_gpu = weights.total / (tp * pp)
         where = f"{gpu.instance_type}'s {gpu.memory_gib:g} GiB {gpu.model}"
-        if weights >= budget:
+        if per_gpu >= budget:
             yield Hit(
                 f"models[{i}].gpuMemoryUtilization {utilization:g} gives vLLM {budget / GIB:.1f} GiB of "
-                f"{where}; {model.get('model')}'s weights in {dtype} take {weights / GIB:.1f} GiB per GPU "
-                f"(over {tp * pp} GPU(s)): expected at least {weights / (gpu.memory_gib * GIB):.2f} plus "
+                f"{where}; {model.get('model')}'s weights in {dtype} take {per_gpu / GIB:.1f} GiB per GPU "
+                f"(over {tp * pp} GPU(s)): expected at least {per_gpu / (gpu.memory_gib * GIB):.2f} plus "
                 "room for the KV cache",
                 ("models", i, "gpuMemoryUtilization"),
             )
             continue
-        tokens = model.get("maxModelLen") or cfg.get("max_position_embeddings")
+        tokens = model.get("maxModelLen") or weights.facts.config.get("max_position_embeddings")
         if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
             continue
         needed = kv_bytes_per_gpu(spec, kv_dtype_bytes(model, DTYPE_BYTES[dtype]), tokens, tp, pp)
-        if budget - weights < needed:
+        if budget - per_gpu < needed:
             yield Hit(
                 f"models[{i}].gpuMemoryUtilization {utilization:g} gives vLLM {budget / GIB:.1f} GiB of "
-                f"{where}: after {weights / GIB:.1f} GiB of weights, {(budget - weights) / GIB:.2f} GiB is "
+                f"{where}: after {per_gpu / GIB:.1f} GiB of weights, {(budget - per_gpu) / GIB:.2f} GiB is "
                 f"left, less than the {needed / GIB:.2f} GiB of KV cache one {tokens}-token sequence "
                 "(maxModelLen) needs before activations; vLLM refuses a max-model-len its KV cache cannot "
                 "hold",
@@ -294,15 +352,15 @@ def startup_budget_fits_load(ctx: ValuesContext) -> Iterator[Hit]:
     if budget is None:
         return
     for i, model in model_entries(ctx.values):
-        found = known_config(str(model.get("model") or ""))
+        found = model_facts.find(model, ctx.model_configs)
         if found is None or _sizes_changed(model):
             continue
-        spec = ModelSpec.from_hf_config(*found)
+        spec = ModelSpec.from_hf_config(found.name, found.config, found.origin)
         weights_gib = spec.params * DTYPE_BYTES.get(_dtype(model), 2) / GIB
         floor = ENGINE_START_FLOOR_S + weights_gib / WEIGHTS_READ_GIB_S
         if budget < floor:
             yield Hit(
-                f"engine.startupProbe gives each engine {budget:g} s to start; models[{i}] ({found[0]}) "
+                f"engine.startupProbe gives each engine {budget:g} s to start; models[{i}] ({found.name}) "
                 f"has {weights_gib:.1f} GiB of weights: at {WEIGHTS_READ_GIB_S:g} GiB/s and "
                 f"{ENGINE_START_FLOOR_S} s for vLLM itself that is at least {floor:.0f} s",
                 ("engine", "startupProbe"),

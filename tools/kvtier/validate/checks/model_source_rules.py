@@ -1,4 +1,5 @@
-"""Rules on how an engine pod gets its model's weights (models[].source) against the pod's environment.
+"""Rules on how an engine pod gets its model's weights (models[].source) against the pod's environment: the
+Hub offline, a gated repository without a token, a cache dir smaller than the weights.
 
 The chart gives each standalone engine pod a fresh Hugging Face cache (HF_HOME on an emptyDir): a
 `huggingface` source is downloaded by vLLM when the pod starts, every time.
@@ -9,12 +10,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from kvtier import quantity
+from kvtier.plan.capacity import DTYPE_BYTES, ModelSpec
+from kvtier.plan.facts import GIB
+from kvtier.validate import model_facts
 from kvtier.validate.rules import Hit, ValuesContext, rule
 from kvtier.values import lookup, model_entries
 
 # huggingface_hub's constants.py (2.4.0, in the engine venv): HF_HUB_OFFLINE = _is_true(HF_HUB_OFFLINE or
 # TRANSFORMERS_OFFLINE), _is_true(v) = v.upper() in ENV_VARS_TRUE_VALUES.
 ENV_VARS_TRUE_VALUES = {"1", "ON", "YES", "TRUE"}
+# huggingface_hub's constants.py: the token variables it reads (HF_TOKEN; the older name still works).
+TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 
 
 def _literal_env(values: dict[str, Any]) -> dict[str, tuple[int, str]]:
@@ -60,4 +67,87 @@ def hub_offline_with_hub_source(ctx: ValuesContext) -> Iterator[Hit]:
                 f"engine.extraEnv[{index}] sets {name}, and models[{i}] ({model.get('model')}) comes "
                 "from the Hugging Face Hub into an empty cache: the download is refused",
                 ("engine", "extraEnv", index),
+            )
+
+
+def _env_token(values: dict[str, Any]) -> bool:
+    """engine.extraEnv sets a Hub token variable, literally or from a Secret (valueFrom)."""
+    listed = lookup(values, "engine", "extraEnv", default=[])
+    for entry in listed if isinstance(listed, list) else []:
+        named = isinstance(entry, dict) and entry.get("name") in TOKEN_VARIABLES
+        if named and (entry.get("value") or entry.get("valueFrom")):
+            return True
+    return False
+
+
+@rule(
+    "gated-model-needs-token",
+    reason="a gated Hub repository (meta-llama, google/gemma: the licence must be accepted first) serves its "
+    'files only with a token of an account that accepted it; anonymously the Hub answers 401 "Cannot access '
+    'gated repo" and vLLM exits before loading anything, on every restart',
+    remedy="create a Secret with a Hugging Face token whose account accepted the model's licence and name it "
+    "in models[].source.huggingface.tokenSecret (name, key), or serve the model from a claim that holds the "
+    "weights (models[].source.pvc)",
+)
+def gated_model_needs_token(ctx: ValuesContext) -> Iterator[Hit]:
+    # The chart passes tokenSecret to the engine as HF_TOKEN (standalone) and as the operator's
+    # tokenSecretRef (HyperPod, templates/_hyperpod.tpl); an empty name means an anonymous download.
+    env_token = lookup(ctx.values, "target") == "standalone" and _env_token(ctx.values)
+    for i, model in model_entries(ctx.values):
+        hub = lookup(model, "source", "huggingface")
+        if not isinstance(hub, dict) or env_token:
+            continue
+        secret = hub.get("tokenSecret")
+        if isinstance(secret, dict) and secret.get("name"):
+            continue
+        found = model_facts.find(model, ctx.model_configs)
+        if found is not None and found.gated:
+            yield Hit(
+                f"models[{i}] ({model.get('model')}) is a gated Hub repository and "
+                "source.huggingface.tokenSecret.name is empty: the download is anonymous and the Hub refuses "
+                "it (401); expected the name of a Secret holding a token whose account accepted the licence",
+                ("models", i, "source", "huggingface", "tokenSecret"),
+            )
+
+
+def _stored_bytes(facts: model_facts.ModelFacts) -> float | None:
+    """Bytes of the safetensors a Hub download brings: the index's total_size, else parameters x the bytes of
+    config.json's torch_dtype (the dtype the checkpoint is stored in)."""
+    if facts.weight_bytes:
+        return float(facts.weight_bytes)
+    if facts.quantized:
+        return None
+    spec = ModelSpec.from_hf_config(facts.name, facts.config, facts.origin)
+    size = DTYPE_BYTES.get(spec.dtype)
+    return spec.params * size if size else None
+
+
+@rule(
+    "engine-cache-holds-weights",
+    reason="a standalone engine downloads a `huggingface` model into its cache dir (HF_HOME), an emptyDir "
+    "limited to engine.cacheSize: weights larger than that make the kubelet evict the pod for exceeding its "
+    "ephemeral-storage limit during the download, and the next pod starts over, for ever",
+    remedy="raise engine.cacheSize above the model's weights (plus tokenizer and config files), or serve the "
+    "model from a claim that holds the weights (models[].source.pvc)",
+)
+def engine_cache_holds_weights(ctx: ValuesContext) -> Iterator[Hit]:
+    # templates/engine-deployment.yaml: the `cache` volume (emptyDir, sizeLimit engine.cacheSize) is mounted
+    # as HOME and HF_HOME; huggingface_hub's snapshot download writes the safetensors under HF_HOME/hub.
+    if lookup(ctx.values, "target") != "standalone":
+        return  # the HyperPod operator downloads the model itself
+    size = lookup(ctx.values, "engine", "cacheSize")
+    limit = quantity.try_parse(size) if size is not None else None
+    if limit is None:
+        return  # absent (the chart's default applies) or not a quantity: the schema reports it
+    for i, model in model_entries(ctx.values):
+        if not isinstance(lookup(model, "source", "huggingface"), dict):
+            continue
+        found = model_facts.find(model, ctx.model_configs)
+        stored = _stored_bytes(found) if found else None
+        if stored and stored > limit:
+            yield Hit(
+                f"engine.cacheSize {size} holds {float(limit) / GIB:.1f} GiB; models[{i}] "
+                f"({model.get('model')}) downloads {stored / GIB:.1f} GiB of weights into it: the kubelet "
+                "evicts the pod mid-download",
+                ("engine", "cacheSize"),
             )

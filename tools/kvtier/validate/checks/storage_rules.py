@@ -6,6 +6,7 @@ import posixpath
 from collections.abc import Iterator
 from typing import Any
 
+from kvtier.upstream import storage_provisioners
 from kvtier.validate.rules import Hit, ValuesContext, rule
 from kvtier.values import INSTANCE_LABEL, lookup, model_entries
 
@@ -56,6 +57,49 @@ def l2_backend(ctx: ValuesContext) -> Iterator[Hit]:
         yield Hit(
             "cache.l2 needs the Curvine StorageClass but curvine.storageClass.enabled is false",
             ("curvine", "storageClass", "enabled"),
+        )
+
+
+@rule(
+    "l2-storageclass-gives-rwx",
+    reason="the L2 claim is ReadWriteMany (every engine pod on every node mounts it): a StorageClass whose "
+    "provisioner gives block volumes (EBS: gp2, gp3) cannot provision it, the claim stays Pending and every "
+    "engine pod with it never starts",
+    remedy="name a file-system class in cache.l2.claim.storageClassName (EFS efs.csi.aws.com, FSx for Lustre "
+    "fsx.csi.aws.com) or leave it empty for this release's Curvine (curvine.enabled: true)",
+)
+def l2_storageclass_gives_rwx(ctx: ValuesContext) -> Iterator[Hit]:
+    """Judged where the release's Curvine does not own the class (with curvine.enabled another class is
+    l2-claim-on-curvine's): a known name is judged by its provisioner (kvtier.upstream.storage_provisioners),
+    an unknown one is a warning that says what to check."""
+    l2 = lookup(ctx.values, "cache", "l2")
+    if not isinstance(l2, dict) or not l2.get("enabled"):
+        return
+    claim = l2.get("claim") or {}
+    if not isinstance(claim, dict) or claim.get("existingClaim") or not claim.get("storageClassName"):
+        return
+    curvine_class = lookup(ctx.values, "curvine", "storageClass", "enabled", default=True) is not False
+    if lookup(ctx.values, "curvine", "enabled", default=False) and curvine_class:
+        return
+    name = str(claim["storageClassName"])
+    provisioner = storage_provisioners.provisioner_of(name)
+    rwx = storage_provisioners.gives_rwx(provisioner) if provisioner else None
+    path = ("cache", "l2", "claim", "storageClassName")
+    if rwx is False:
+        yield Hit(
+            f"cache.l2.claim.storageClassName {name!r} is, on EKS and in the AWS drivers' examples, a class "
+            f"of {provisioner}, whose volumes are ReadWriteOnce only: the L2's ReadWriteMany claim is never "
+            "provisioned (Pending); expected an RWX class (efs.csi.aws.com, fsx.csi.aws.com)",
+            path,
+        )
+    elif rwx is None:
+        yield Hit(
+            f"cache.l2.claim.storageClassName {name!r}: validate does not know its provisioner, so cannot "
+            "tell whether it gives ReadWriteMany; check with `kubectl get storageclass "
+            f"{name} -o jsonpath='{{.provisioner}}'` that it is a file system (EFS, FSx for Lustre, NFS, "
+            "Curvine), not a block volume (EBS)",
+            path,
+            severity="warning",
         )
 
 
