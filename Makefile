@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/.tools/bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: venv validate-tools tools cluster-tools node-tools engine hyperpod-sdk netpol check test lint generate publish clean
+.PHONY: venv validate-tools tools cluster-tools node-tools engine hyperpod-sdk netpol checkov check test lint generate publish clean
 
 $(VENV)/.installed: pyproject.toml tools/pytest-helm-unittest/pyproject.toml
 	python3 -m venv $(VENV)
@@ -43,6 +43,10 @@ hyperpod-sdk:
 netpol:
 	bash toolchain/side-venv.sh netpol
 
+## Bridgecrew's checkov in its own venv, .venv-checkov/ (the policy scan of every environment's render)
+checkov:
+	bash toolchain/side-venv.sh checkov
+
 ## main job: validate and render every environment in values/, every object dry-run on the local control
 ## plane (built by cluster-tools, started once and kept up 15 min idle), print a summary table
 check: cluster-tools hyperpod-sdk
@@ -68,9 +72,9 @@ lint: tools
 ## charts and unit in another (toolchain/tests.sh). Each phase logs its time (toolchain/phase.sh).
 test:
 	@bash toolchain/phase.sh venv $(MAKE) --no-print-directory venv
-	@bash toolchain/phase.sh set-up $(MAKE) --no-print-directory -j3 node-tools engine hyperpod-sdk netpol
+	@bash toolchain/phase.sh set-up $(MAKE) --no-print-directory -j3 node-tools engine hyperpod-sdk netpol checkov
 	@bash toolchain/phase.sh lint $(MAKE) --no-print-directory lint
 	@VENV=$(VENV) bash toolchain/phase.sh tests bash toolchain/tests.sh
 
 clean:
-	rm -rf $(VENV) .venv-engine .venv-hyperpod .venv-netpol .tools
+	rm -rf $(VENV) .venv-engine .venv-hyperpod .venv-netpol .venv-checkov .tools

@@ -7,13 +7,15 @@
 #                                         -> .venv-hyperpod
 #   toolchain/side-venv.sh netpol         IBM np-guard's network-config-analyzer (pins PyYAML, networkx)
 #                                         -> .venv-netpol: computes what the charts' NetworkPolicies allow
+#   toolchain/side-venv.sh checkov        Bridgecrew's checkov policy scanner (pins its own dependency tree)
+#                                         -> .venv-checkov: the scan chart registries run on renders
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck disable=SC1091
 source "$root/toolchain/versions.env"
 
-name=${1:?usage: toolchain/side-venv.sh hyperpod-sdk|netpol}
+name=${1:?usage: toolchain/side-venv.sh hyperpod-sdk|netpol|checkov}
 case $name in
   hyperpod-sdk)
     key="sagemaker-hyperpod-$HYPERPOD_SDK_VERSION-template-$HYPERPOD_CUSTOM_INFERENCE_TEMPLATE_VERSION"
@@ -29,7 +31,13 @@ case $name in
     packages=("network-config-analyzer==$NETWORK_CONFIG_ANALYZER_VERSION")
     probe="import nca.nca_cli; print('network-config-analyzer ok')"
     ;;
-  *) echo "side-venv.sh: unknown venv '$name' (expected hyperpod-sdk or netpol)" >&2; exit 2 ;;
+  checkov)
+    key="checkov-$CHECKOV_VERSION"
+    link=.venv-checkov
+    packages=("checkov==$CHECKOV_VERSION")
+    probe="import checkov.version as v; print('checkov', v.version)"
+    ;;
+  *) echo "side-venv.sh: unknown venv '$name' (expected hyperpod-sdk, netpol or checkov)" >&2; exit 2 ;;
 esac
 
 venv="${KVTIER_CACHE:-$HOME/.cache/kvtier}/$name/$key"

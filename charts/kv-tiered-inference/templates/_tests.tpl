@@ -3,7 +3,8 @@
 {{/*
 Common spec of a helm test pod: test hook, kvcheck.py from the podscripts ConfigMap, and the node
 selection of the model's engines so the engine image (the default test image) is already pulled.
-Input: dict "root" $ "model" <models[] entry or nil> "name" <pod name> "weight" <hook weight>. A Pod's
+Input: dict "root" $ "model" <models[] entry or nil> "name" <pod name> "weight" <hook weight>, and
+"apiKeyEnv" true for pods that get VLLM_API_KEY (auth.apiKeySecret; its checkov skip). A Pod's
 name may have 253 characters (the kubelet cuts its hostname to 63), so test pod names are never cut.
 */}}
 {{- define "kv-tiered-inference.testPodMeta" -}}
@@ -19,6 +20,11 @@ metadata:
     helm.sh/hook: test
     helm.sh/hook-weight: {{ .weight | quote }}
     helm.sh/hook-delete-policy: {{ ternary "before-hook-creation,hook-succeeded" "before-hook-creation" .root.Values.tests.deleteSucceededPods }}
+    {{- $skips := list "pullPolicy" "digest" "engineUser" "testPod" }}
+    {{- if and .apiKeyEnv .root.Values.auth.apiKeySecret.name }}
+    {{- $skips = append $skips "secretEnv" }}
+    {{- end }}
+    {{- include "kv-tiered-inference.checkovSkips" $skips | nindent 4 }}
 {{- end -}}
 
 {{- define "kv-tiered-inference.testPodSpec" -}}
