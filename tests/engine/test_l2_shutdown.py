@@ -1,5 +1,5 @@
 """An engine pod shut down while its L2 chunk writes run (SIGTERM in a rolling upgrade or a scale-in):
-LMCache 0.5.5 frees its CPU memory at close without waiting for the writes its remote backends have handed
+The pinned LMCache frees CPU memory at close without waiting for the writes its remote backends have handed
 to threads, which then read unmapped memory (docs/reliability.md, "An engine closed during its L2 writes").
 The chart's L2 plugin (podscripts/l2_connector.py) holds that free until its own chunk reads and writes end.
 

@@ -31,10 +31,10 @@ BUSYBOX_DIGEST = "sha256:7cc4b5aefd1d0cadf8d97d4350462ba51c694ebca145b08d7d41b41
         (f"busybox@{BUSYBOX_DIGEST}", "docker.io", "library/busybox", "", BUSYBOX_DIGEST),
         ("localhost/app", "localhost", "app", "latest", ""),
         (
-            "mirror.example:5000/lmcache/vllm-openai:v0.5.5",
+            "mirror.example:5000/team/engine-image:v2.4.1",
             "mirror.example:5000",
-            "lmcache/vllm-openai",
-            "v0.5.5",
+            "team/engine-image",
+            "v2.4.1",
             "",
         ),
         ("registry:5000/app:1", "registry:5000", "app", "1", ""),

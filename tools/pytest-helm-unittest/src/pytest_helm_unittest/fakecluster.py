@@ -1,6 +1,6 @@
 """helm-unittest's `kubernetesProvider`: the fake cluster a template's `lookup` reads, as a named template.
 
-Read from helm-unittest v1.1.2 (pkg/unittest/k8s_fake_client.go, test_job.go `renderV3Chart`,
+Read from helm-unittest at the pinned tag (pkg/unittest/k8s_fake_client.go, test_job.go `renderV3Chart`,
 test_suite.go `polishKubernetesProviderSettings`), Helm v3.21.3 (pkg/engine/lookup_func.go) and client-go
 v0.36.3 (dynamic/fake/simple.go, testing/fixture.go), apimachinery v0.36.3 (meta.UnsafeGuessKindToResource):
 
