@@ -42,6 +42,10 @@ metadata: {{name: stranger, namespace: {ns}, labels: {{app: stranger}}}}
 spec: {{containers: [{{name: s, image: s}}]}}
 """
 
+# Where nca puts the ingress controller it simulates once the resources hold an Ingress (its LiveSim
+# ingress_controller.yaml: a Namespace labelled `name: ingress-controller-ns`, a pod `app: ingress-nginx`).
+LIVESIM_INGRESS_NAMESPACE = "ingress-controller-ns"
+
 _LINE = re.compile(r"^(?P<src>\S+) => (?P<dst>\S+) : (?P<conn>.+)$")
 _CONN = re.compile(r"\{protocols:(?P<protos>[A-Z, ]+),dst_ports:(?P<ports>[0-9,\-]+)\}")
 
@@ -89,9 +93,11 @@ def _roles(docs: list[dict]) -> dict[str, str]:
 def _role_of(endpoint: str, roles: dict[str, str]) -> str:
     if endpoint == OUTSIDE or re.match(r"^[0-9.]+-[0-9.]+$", endpoint):
         return "outside" if endpoint == OUTSIDE else f"range:{endpoint}"
-    name = endpoint.split("/", 1)[1]
+    namespace, name = endpoint.split("/", 1)
     if name in ("stranger", "prometheus"):
         return name
+    if namespace == LIVESIM_INGRESS_NAMESPACE:
+        return "ingress-controller"
     # nca names a workload's pods <workload>-<n>; a Pod keeps its name.
     best = max((w for w in roles if name == w or name.startswith(w + "-")), key=len, default="")
     assert best, f"nca endpoint {endpoint!r} matches no rendered workload ({sorted(roles)})"

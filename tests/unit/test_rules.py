@@ -74,6 +74,10 @@ MULTIPROCESS = {"lmcache": {"mode": "MultiProcess"}}
 NATIVE = _set("cache", "backend", value="vllm-native")
 
 
+KEY = {"name": "kv-key"}
+TLS_INGRESS = {"enabled": True, "tls": [{"secretName": "llm-tls", "hosts": ["llm.example.com"]}]}
+
+
 # rule id -> (a mutation that passes, a mutation that triggers, text the message must contain)
 CASES: dict[str, tuple[Mutation, Mutation, str]] = {
     "hyperpod-operator-supports": (
@@ -193,6 +197,35 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
         _set("curvine", "worker", value={"hostNetwork": True}),
         "curvine.worker.hostNetwork is true, but curvine.networkPolicy.nodeCIDRs is empty",
     ),
+    "router-exposed-api-key": (
+        _both(_set("router", "service", "type", value="NodePort"), _set("auth", "apiKeySecret", value=KEY)),
+        _set("router", "service", "type", value="NodePort"),
+        "router.service.type NodePort (the port opens on every node) exposes the router without an API key",
+    ),
+    "router-exposed-checks": (
+        _both(_set("router", "ingress", value=TLS_INGRESS), _set("auth", "apiKeySecret", value=KEY)),
+        _both(_set("router", "ingress", value={"enabled": True}), _set("auth", "apiKeySecret", value=KEY)),
+        "router.ingress exposes the router (with an API key); check router.ingress.tls",
+    ),
+    "router-exposure-networkpolicy": (
+        _both(
+            _set("router", "ingress", value={"enabled": True}),
+            _set(
+                "networkPolicy",
+                value={"clientsFrom": [{"podSelector": {}}], "exposedFrom": [{"podSelector": {}}]},
+            ),
+        ),
+        _both(
+            _set("router", "ingress", value={"enabled": True}),
+            _set("networkPolicy", value={"clientsFrom": [{"podSelector": {}}]}),
+        ),
+        "networkPolicy.exposedFrom is empty",
+    ),
+    "router-route-models": (
+        _set("router", "httpRoute", value={"enabled": True, "hostnames": {"qwen2-7b": []}}),
+        _set("router", "httpRoute", value={"enabled": True, "hostnames": {"qwen2-70b": []}}),
+        "router.httpRoute.hostnames names model 'qwen2-70b', which models[] lacks",
+    ),
     "hyperpod-tenant-isolation": (
         _both(_hyperpod("3.7", **MULTIPROCESS), _set("cache", "tenantIsolation", value=True)),
         _both(_hyperpod("3.7"), _set("cache", "tenantIsolation", value=True)),
@@ -307,7 +340,7 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
     "model-facts-unknown": (
         _model(model="meta-llama/Llama-3.1-8B-Instruct"),
         _model(model="acme/private-13b"),
-        "models[0] (acme/private-13b) is not among the planner's models (qwen2-7b, llama-3.1-8b",
+        "models[0] (acme/private-13b): validate has no config.json for it (not given with --model-config",
     ),
     "max-model-len-within-model": (
         _model(maxModelLen=32768),

@@ -1,8 +1,9 @@
 """Installing CustomResourceDefinitions on the test API server, and the upstream ones the charts use.
 
-KEDA's (the engine ScaledObjects) and the Prometheus Operator's (PrometheusRule, ServiceMonitor,
-PodMonitor) come as files of their Go modules at the versions pinned in toolchain/versions.env; no
-controller of theirs runs: the API server validates the objects against the CRDs' schemas.
+KEDA's (the engine ScaledObjects), the Prometheus Operator's (PrometheusRule, ServiceMonitor, PodMonitor)
+and Gateway API's standard channel (the router HTTPRoutes) come as files of their Go modules at the versions
+pinned in toolchain/versions.env; no controller of theirs runs: the API server validates the objects against
+the CRDs' schemas.
 """
 
 from __future__ import annotations
@@ -41,9 +42,21 @@ def prometheus_operator() -> list[dict[str, Any]]:
     return _load(module / "example" / "prometheus-operator-crd", PROMETHEUS_OPERATOR_FILES)
 
 
+def gateway_api() -> list[dict[str, Any]]:
+    """Every CRD of Gateway API's standard channel (its folder also holds a ValidatingAdmissionPolicy that
+    guards upgrades: not a CRD, left out)."""
+    module = go_module.module_dir("sigs.k8s.io/gateway-api", "GATEWAY_API_VERSION")
+    found = []
+    for file in sorted((module / "config" / "crd" / "standard").glob("*.yaml")):
+        docs = yaml.safe_load_all(file.read_text())
+        found += [d for d in docs if isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition"]
+    return found
+
+
 def operators() -> list[dict[str, Any]]:
-    """Both sets: what environments with engine autoscaling, monitors or alerts need."""
-    return [*keda(), *prometheus_operator()]
+    """Every set: what environments with engine autoscaling, monitors, alerts or router HTTPRoutes need
+    (validate's local control plane installs them all)."""
+    return [*keda(), *prometheus_operator(), *gateway_api()]
 
 
 def install(rest: Rest, crds: list[dict[str, Any]], timeout: float = 60) -> list[str]:

@@ -4,14 +4,21 @@ The charts render a NetworkPolicy for every pod, on by default, that admits metr
 `networkPolicy.metricsFrom` (and Curvine's `curvine.networkPolicy.metricsFrom`). A monitor turned on with
 that list empty renders fine and the API server admits it, but where the cluster enforces the policies
 Prometheus never reaches the pods: the dashboards and alerts go quiet without an error anywhere.
+
+The router exposure rules judge a way in from outside the namespace by its harm: a NodePort or LoadBalancer
+router Service, an Ingress or an HTTPRoute (router.service, router.ingress, router.httpRoute) hands the
+OpenAI API, and the GPUs behind it, to whoever reaches that path; only auth.apiKeySecret stands in the way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 
+from kvtier.validate.inputs.loader import KeyPath
 from kvtier.validate.rules import Hit, ValuesContext, rule
-from kvtier.values import lookup
+from kvtier.values import lookup, model_entries
 
 SCRAPER_EXAMPLE = "[{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}}]"
 
@@ -71,3 +78,205 @@ def node_cidrs_for_host_network(ctx: ValuesContext) -> Iterator[Hit]:
             "curvine.worker.hostNetwork is true, but curvine.networkPolicy.nodeCIDRs is empty",
             ("curvine", "worker", "hostNetwork"),
         )
+
+
+# Service annotations that keep a load balancer inside the private network, with the value that does it.
+# AWS Load Balancer Controller (docs guide/service/annotations): aws-load-balancer-scheme `internal` or
+# `internet-facing` (its default is internal, the in-tree cloud provider's internet-facing: only an explicit
+# annotation counts here), and the deprecated aws-load-balancer-internal "true". GKE's and AKS's own keys too.
+AWS_SCHEME = "service.beta.kubernetes.io/aws-load-balancer-scheme"
+INTERNAL_ANNOTATIONS = {
+    AWS_SCHEME: "internal",
+    "service.beta.kubernetes.io/aws-load-balancer-internal": "true",
+    "networking.gke.io/load-balancer-type": "internal",
+    "service.beta.kubernetes.io/azure-load-balancer-internal": "true",
+}
+# A TLS listener on an AWS load balancer (the certificate's ARN): without one it forwards plain HTTP.
+AWS_TLS_CERT = "service.beta.kubernetes.io/aws-load-balancer-ssl-cert"
+API_KEY_FIX = (
+    "put a key in a Secret in the release namespace (kubectl create secret generic <name> "
+    "--from-literal=api-key=<key>) and set auth.apiKeySecret.name to it"
+)
+
+
+@dataclass(frozen=True)
+class Entrance:
+    """One way into the routers from outside their namespace."""
+
+    path: KeyPath  # the value that opens it
+    what: str  # the way in, as the user set it
+    internal: bool  # reachable only from the private network
+    unchecked: tuple[str, ...]  # what the values cannot show to be closed, for a keyed exposed entrance
+
+
+def internal_load_balancer(annotations: Any) -> bool:
+    """Whether the Service's annotations ask for an internal load balancer and none for an internet-facing
+    one (conflicting annotations count as internet-facing: the harm decides)."""
+    if not isinstance(annotations, dict):
+        return False
+    if str(annotations.get(AWS_SCHEME, "")).strip().lower() == "internet-facing":
+        return False
+    return any(
+        str(annotations.get(key, "")).strip().lower() == want for key, want in INTERNAL_ANNOTATIONS.items()
+    )
+
+
+def router_entrances(values: dict[str, Any]) -> list[Entrance]:
+    """The ways into the routers the values open (standalone target: the only one with routers)."""
+    if lookup(values, "target", default="standalone") != "standalone":
+        return []
+    found = []
+    service_type = lookup(values, "router", "service", "type", default="ClusterIP")
+    if service_type == "NodePort":
+        found.append(
+            Entrance(
+                ("router", "service", "type"),
+                "router.service.type NodePort (the port opens on every node)",
+                False,
+                ("that the nodes' security groups or firewall admit only your clients",
+                 "TLS in front: the node port carries plain HTTP"),
+            )
+        )  # fmt: skip
+    elif service_type == "LoadBalancer":
+        annotations = lookup(values, "router", "service", "annotations", default={}) or {}
+        internal = internal_load_balancer(annotations)
+        scheme = "internal" if internal else "no internal-scheme annotation"
+        unchecked = []
+        if not lookup(values, "router", "service", "loadBalancerSourceRanges", default=[]):
+            unchecked.append("router.service.loadBalancerSourceRanges (empty: any address)")
+        if not (isinstance(annotations, dict) and annotations.get(AWS_TLS_CERT)):
+            unchecked.append(f"TLS at the load balancer ({AWS_TLS_CERT} or your provider's equivalent)")
+        found.append(
+            Entrance(
+                ("router", "service", "type"),
+                f"router.service.type LoadBalancer ({scheme})",
+                internal,
+                tuple(unchecked),
+            )
+        )
+    if lookup(values, "router", "ingress", "enabled", default=False) is True:
+        tls = lookup(values, "router", "ingress", "tls", default=[])
+        found.append(
+            Entrance(
+                ("router", "ingress", "enabled"),
+                "router.ingress",
+                False,
+                () if tls else ("router.ingress.tls (empty: the key crosses the network in clear text)",),
+            )
+        )
+    if lookup(values, "router", "httpRoute", "enabled", default=False) is True:
+        found.append(
+            Entrance(
+                ("router", "httpRoute", "enabled"),
+                "router.httpRoute",
+                False,
+                ("TLS on the listeners of the router.httpRoute.parentRefs Gateways (routes cannot show it)",),
+            )
+        )
+    return found
+
+
+def _has_api_key(values: dict[str, Any]) -> bool:
+    return bool(lookup(values, "auth", "apiKeySecret", "name", default=""))
+
+
+@rule(
+    "router-exposed-api-key",
+    reason="a NodePort or LoadBalancer router Service, an Ingress or an HTTPRoute lets anyone who reaches it "
+    "send requests to the engines, and without auth.apiKeySecret nothing asks them for a key: the GPUs "
+    "serve strangers and the prompts cache in L1/L2 (an internal load balancer narrows that to the network)",
+    remedy="set auth.apiKeySecret.name to a Secret holding the key (the engines require it, clients send "
+    "it), or keep the router ClusterIP behind your own authenticating gateway",
+)
+def router_exposed_api_key(ctx: ValuesContext) -> Iterator[Hit]:
+    if _has_api_key(ctx.values):
+        return
+    for way in router_entrances(ctx.values):
+        if way.internal:
+            yield Hit(
+                f"{way.what} without an API key: any workload in the private network may use the "
+                f"engines; {API_KEY_FIX}",
+                way.path,
+                severity="warning",
+            )
+        else:
+            yield Hit(
+                f"{way.what} exposes the router without an API key (auth.apiKeySecret.name is empty): "
+                f"anyone who reaches it may use the engines; {API_KEY_FIX}",
+                way.path,
+            )
+
+
+@rule(
+    "router-exposed-checks",
+    reason="an API key guards an exposed router only as far as its path: a load balancer open to any address "
+    "takes guesses from the whole internet, and without TLS the key and the prompts cross the network in "
+    "clear text",
+    remedy="limit the clients (router.service.loadBalancerSourceRanges, security groups) and terminate TLS "
+    "in front of the router (router.ingress.tls, the Gateway's listeners, the load balancer's certificate)",
+)
+def router_exposed_checks(ctx: ValuesContext) -> Iterator[Hit]:
+    if not _has_api_key(ctx.values):
+        return  # router-exposed-api-key speaks first
+    for way in router_entrances(ctx.values):
+        if not way.internal and way.unchecked:
+            yield Hit(
+                f"{way.what} exposes the router (with an API key); check {'; '.join(way.unchecked)}",
+                way.path,
+                severity="warning",
+            )
+
+
+@rule(
+    "router-exposure-networkpolicy",
+    reason="with networkPolicy.clientsFrom set, the routers' NetworkPolicy admits only those peers: the "
+    "ingress controller, the Gateway or the load balancer in front of an exposed router is shut out unless "
+    "it is named, and every request through it times out",
+    remedy="set networkPolicy.exposedFrom to the peers on the way in (the ingress controller's or Gateway's "
+    "namespace, the load balancer's or the nodes' address ranges), or add them to networkPolicy.clientsFrom",
+)
+def router_exposure_networkpolicy(ctx: ValuesContext) -> Iterator[Hit]:
+    values = ctx.values
+    ways = router_entrances(values)
+    policies = lookup(values, "networkPolicy", "enabled", default=True) is True
+    clients = lookup(values, "networkPolicy", "clientsFrom", default=[])
+    if ways and policies and clients and not lookup(values, "networkPolicy", "exposedFrom", default=[]):
+        yield Hit(
+            f"{', '.join(w.what for w in ways)} on while networkPolicy.clientsFrom admits only its peers and "
+            "networkPolicy.exposedFrom is empty: unless clientsFrom names them, the routers' NetworkPolicy "
+            "shuts out the way in",
+            ("networkPolicy", "clientsFrom"),
+            severity="warning",
+        )
+
+
+@rule(
+    "router-route-models",
+    reason="router.ingress.hosts and router.httpRoute.hostnames are keyed by model name, and the chart "
+    "renders an Ingress or HTTPRoute only for a model they name: a key no model has renders nothing, so "
+    "the way in the values describe never exists",
+    remedy="key the hosts by a name in models[] (e.g. {<model name>: [llm.example.com]}); an empty list "
+    "routes any host to that model",
+)
+def router_route_models(ctx: ValuesContext) -> Iterator[Hit]:
+    values = ctx.values
+    if lookup(values, "target", default="standalone") != "standalone":
+        return
+    names = {str(m.get("name")) for _, m in model_entries(values)}
+    for route, key in (("ingress", "hosts"), ("httpRoute", "hostnames")):
+        if lookup(values, "router", route, "enabled", default=False) is not True:
+            continue
+        routed = lookup(values, "router", route, key, default={}) or {}
+        for name in (n for n in routed if n not in names):
+            yield Hit(
+                f"router.{route}.{key} names model {name!r}, which models[] lacks "
+                f"(models: {', '.join(sorted(names)) or 'none'}): no {route} is rendered for it",
+                ("router", route, key, name),
+                severity="warning",
+            )
+        if not routed:
+            yield Hit(
+                f"router.{route}.enabled is true but router.{route}.{key} names no model: nothing renders",
+                ("router", route, "enabled"),
+                severity="warning",
+            )

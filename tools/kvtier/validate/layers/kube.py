@@ -176,9 +176,16 @@ def check(manifest: dict[str, Any], minor: str) -> list[str] | None:
     return check_minors(manifest, (minor,))[minor]
 
 
+# *.k8s.io groups that Kubernetes approves but serves only through CRDs (no schema in kubernetes-validate):
+# Gateway API (the router HTTPRoutes).
+CRD_SERVED_GROUPS = frozenset({"gateway.networking.k8s.io"})
+
+
 def builtin_group(api_version: str) -> bool:
     """Whether an apiVersion belongs to Kubernetes itself (core, apps, *.k8s.io), not to a CRD."""
     group = api_version.rpartition("/")[0]
+    if group in CRD_SERVED_GROUPS:
+        return False
     return group == "" or "." not in group or group.endswith(".k8s.io")
 
 
