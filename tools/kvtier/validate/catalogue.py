@@ -16,6 +16,7 @@ from kvtier.validate.checks import (  # noqa: F401
     engine_rules,
     eviction_rules,
     gpu_rules,
+    hyperpod_pod_rules,
     hyperpod_rules,
     kubelet_rules,
     metadata_rules,
