@@ -34,6 +34,11 @@ REFUSED: dict[str, tuple[list[str], list[tuple[str, int, str]]]] = {
     "not a choice": (["--kv-cache-dtype", "bogus"], [("--kv-cache-dtype", 0, "argparse")]),
     "int choice": (["--max-lora-rank", "7"], [("--max-lora-rank", 0, "argparse")]),
     "underscored, not a choice": (["--kv_cache_dtype=fp9"], [("--kv-cache-dtype", 0, "argparse")]),
+    # vLLM lower-cases a backend name and reads '-' as '_' (a lambda), then checks the choices
+    "a backend that is no choice in any case": (
+        ["--linear-backend", "InProcess"],
+        [("--linear-backend", 0, "argparse")],
+    ),
     "boolean with a value": (["--enforce-eager=true"], [("--enforce-eager", 0, "argparse")]),
     "boolean followed by a stray value": (["--enforce-eager", "true"], [("true", 1, "argparse")]),
     "stray value": (["8192"], [("8192", 0, "argparse")]),
@@ -97,6 +102,11 @@ ACCEPTED: dict[str, list[str]] = {
     "nothing": [],
     "plain flags": ["--max-num-seqs", "4", "--enforce-eager", "--no-enable-chunked-prefill"],
     "underscores and =": ["--max_num_seqs=4", "--enforce_eager"],
+    "a backend name in another case and with '-'": [
+        "--linear-backend",
+        "Flashinfer-Cutlass",
+        "--moe-backend=AUTO",
+    ],
     "a config flag's JSON object, its keys vLLM's to judge": ["-ac", '{"backend": "FLASH_ATTN"}'],
     "a config flag's JSON with vLLM's human-readable numbers": ["-ac", '{"a": 8k, "b": "8k"}'],
     "LoRA modules as name=path and as JSON": ["--lora-modules", "a=/p", '{"name": "b", "path": "/q"}'],

@@ -76,9 +76,20 @@ def converter(fn: Any) -> dict[str, Any]:
         found["type"] = _name(fn)
         if getattr(fn, "__module__", "") == "vllm.utils.argparse_utils" and fn.__name__ in HUMAN:
             found["accepts"] = HUMAN[fn.__name__]
+        elif _snake_cases(fn):
+            found["accepts"] = "lower-snake-case"
     if optional:
         found["none_values"] = ["", "None"]
     return found
+
+
+def _snake_cases(fn: Any) -> bool:
+    """Whether a converter (vLLM's backend-name lambdas: `s.lower().replace("-", "_")`) lower-cases its
+    text and turns '-' into '_' before argparse checks the choices, found by calling it, not by its name."""
+    try:
+        return all(fn(text) == text.lower().replace("-", "_") for text in ("Ab-Cd_E", "X-Y", "marlin"))
+    except Exception:  # a converter that refuses these is some other kind
+        return False
 
 
 def bounds(dest: str) -> list[dict[str, Any]]:

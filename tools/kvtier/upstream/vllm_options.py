@@ -132,6 +132,8 @@ def convert(option: Option, text: str) -> Any:
         return -1
     if option.accepts in ("human-readable-int", "human-readable-int-or-auto"):
         return _human_int(text)
+    if option.accepts == "lower-snake-case":  # vLLM's backend names: the choices are checked after it
+        return text.lower().replace("-", "_")
     if (option.type or "").endswith(".parse_dataclass"):
         return _config_object(text)
     return _UNKNOWN
@@ -182,6 +184,7 @@ EXPECTED = {
     "config": "a JSON object of the config's fields, e.g. '{\"key\": value}' (or --flag.key value)",
     "human-readable-int": "an integer such as 8192, 8k or 8K",
     "human-readable-int-or-auto": "an integer such as 8192, 8k or 8K, or auto",
+    "lower-snake-case": "a name, lower-cased with '-' read as '_' before it is checked",
 }
 
 
