@@ -18,7 +18,6 @@ archive's checksum in $KVTIER_CACHE/curvine-bin/.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
@@ -29,6 +28,7 @@ from pathlib import Path
 
 from kvtier import paths
 from kvtier.cluster.common import binaries
+from kvtier.cluster.realnode import images
 from kvtier.errors import UserError
 
 BIN_ENV = "KVTIER_CURVINE_BIN"
@@ -95,14 +95,6 @@ def read_sums(files: list[Path]) -> dict[str, tuple[str, Path]]:
     return sums
 
 
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        for chunk in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def check(path: Path, name: str, sums: dict[str, tuple[str, Path]]) -> str:
     """The file's sha256 when SHA256SUMS lists `name` with it; else an error naming both files."""
     if name not in sums:
@@ -110,7 +102,7 @@ def check(path: Path, name: str, sums: dict[str, tuple[str, Path]]) -> str:
             f"{name} is not listed in {SUMS} ({', '.join(sorted({str(f) for _, f in sums.values()}))})"
         )
     expected, listed_in = sums[name]
-    actual = sha256(path)
+    actual = images.file_digest(path)
     if actual != expected:
         raise UserError(
             f"checksum mismatch: {path} has sha256 {actual}, but {listed_in} expects {expected}. "

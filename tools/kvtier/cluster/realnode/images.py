@@ -80,7 +80,8 @@ def _key(*parts: object) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:12]
 
 
-def _file_digest(path: Path) -> str:
+def file_digest(path: Path) -> str:
+    """A file's SHA-256, hex, read in 1 MiB pieces (layers and binaries are hundreds of MB)."""
     digest = hashlib.sha256()
     with path.open("rb") as stream:
         for chunk in iter(lambda: stream.read(1 << 20), b""):
@@ -101,7 +102,7 @@ def single_binary_layer(binary: Path, inside: str) -> bytes:
 
 def write_layout(out: Path, ref: str, layers: list[Path], config: dict[str, object]) -> None:
     """Write an OCI image layout tar for `ref`; each layer is an uncompressed tar file."""
-    diff_ids = [f"sha256:{_file_digest(layer)}" for layer in layers]
+    diff_ids = [f"sha256:{file_digest(layer)}" for layer in layers]
     image_config = {
         "architecture": "amd64",
         "os": "linux",
@@ -170,7 +171,7 @@ def _add_bytes(archive: tarfile.TarFile, name: str, data: bytes, mode: int = 0o6
 
 
 def _single_binary_image(name: str, binary: Path, config: dict[str, object]) -> Image:
-    key = _key(name, _file_digest(binary), config)
+    key = _key(name, file_digest(binary), config)
     image = Image(name, key, cache_dir() / f"{name}-{key}.tar")
     if not image.archive.exists():
         cache_dir().mkdir(parents=True, exist_ok=True)
