@@ -19,7 +19,7 @@ CRD = (
     "@ 011ca927123e02b35a399935bbb3ab1905fe33c7 (= ../shared/fixtures/hyperpod-inference-operator/"
     "inferenceendpointconfigs.crd.yaml)"
 )
-SDK = "PyPI sagemaker-hyperpod 3.12.0"
+SDK = "PyPI sagemaker-hyperpod (the version toolchain/versions.env pins)"
 SDK_MODEL = f"{SDK}, sagemaker/hyperpod/inference/config/hp_endpoint_config.py (ModelVolumeMount, Worker)"
 SDK_CONSTANTS = f"{SDK}, sagemaker/hyperpod/inference/config/constants.py (DEFAULT_MOUNT_PATH)"
 SAMPLE_K8S_VOLUME = (
