@@ -153,7 +153,7 @@ def test_the_install_warmed_every_prefix_and_kvtier_warm_warms_them_again(
     hold the prefixes, so the proof is the pinned files, all still in L2."""
     ns = installed.namespace
     log = kube.kubectl("logs", "-n", ns, f"job/{WARMUP_JOB}")
-    report = json.loads(log.strip().splitlines()[-1])
+    report = _last_json(log)
     print(f"[umbrella] warm-up hook: {report['summary']}")
     assert report["ok"] and report["check"] == "l2-warm", log[-3000:]
     outcomes = {p["prefix"]: p for p in report["prefixes"]}
@@ -268,7 +268,7 @@ def test_a_deliberately_broken_value_makes_helm_test_fail_with_the_scripts_messa
         assert failed.returncode != 0, failed.stdout
         pod = f"{RELEASE}-kv-tiered-inference-{engine_rig.MODEL_NAME}-test-crosspod"
         log = kube.kubectl("logs", "-n", ns, pod)
-        verdict = json.loads(log.strip().splitlines()[-1])
+        verdict = _last_json(log)
         assert verdict["check"] == "crosspod" and verdict["ok"] is False, verdict
     finally:
         kube.helm("helm3", "rollback", RELEASE, "-n", ns, "--wait", "--timeout", "5m", timeout=400)
@@ -310,10 +310,23 @@ def _start_load(kube, real_cluster, ns: str) -> str:
     return "load"
 
 
+def _last_json(log: str) -> dict[str, Any]:
+    """The last line of a pod's log that is a JSON object: the report the pod prints last on stdout. Its
+    stderr lines are a separate stream, which the container runtime may write to the log after it."""
+    for line in reversed(log.strip().splitlines()):
+        try:
+            found = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(found, dict):
+            return found
+    raise AssertionError(f"no JSON report in the log:\n{log[-3000:]}")
+
+
 def _stop_load(kube, ns: str, pod: str) -> dict[str, Any]:
     kube.kubectl("exec", "-n", ns, pod, "--", "touch", "/work/stop")
     kube.wait_phase(ns, pod, {"Succeeded", "Failed"}, timeout=120)
-    return json.loads(kube.kubectl("logs", "-n", ns, pod).strip().splitlines()[-1])
+    return _last_json(kube.kubectl("logs", "-n", ns, pod))
 
 
 def test_an_upgrade_rolls_the_engines_while_requests_keep_being_served(
