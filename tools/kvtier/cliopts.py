@@ -86,6 +86,35 @@ def counts(text: str) -> list[int]:
     return values
 
 
+def add_values_layers(parser: argparse.ArgumentParser, files_note: str = "") -> None:
+    """-f/--values, --set and --set-string as `helm install` takes them, layered over each environment
+    (kvtier.validate.options.Options.overlay applies them in Helm's order)."""
+    parser.add_argument(
+        "-f",
+        "--values",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="FILE",
+        help="a values file layered over each environment, as `helm install -f` (repeatable, in order)"
+        + files_note,
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set values as `helm --set` does, after the files (repeatable; a.b=c,list[0]=x,l={a,b})",
+    )
+    parser.add_argument(
+        "--set-string",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="as --set, every value a string (Helm applies these after every --set)",
+    )
+
+
 def add_output(parser: argparse.ArgumentParser, json_alias: bool = True) -> None:
     """`-o/--output table|json`; `--json` (the old flag) as a warned alias of `--output json`."""
     parser.add_argument(

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+
+from kvtier import cliopts
 
 OUTPUTS = ("text", "json", "table")
 
@@ -20,29 +21,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="environment values files or directories, each rendered as `helm install -f VALUES_FILE` "
         "(the images of all of them, listed once); none: the chart's defaults",
     )
-    p.add_argument(
-        "-f",
-        "--values",
-        action="append",
-        default=[],
-        type=Path,
-        metavar="FILE",
-        help="a values file layered over each environment, as `helm install -f` (repeatable, in order)",
-    )
-    p.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="set values as `helm --set` does, after the files (repeatable; e.g. global.imageRegistry=HOST)",
-    )
-    p.add_argument(
-        "--set-string",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="as --set, every value a string",
-    )
+    cliopts.add_values_layers(p)
     p.add_argument(
         "-o",
         "--output",

@@ -59,30 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "paths", nargs="*", metavar="FILE|DIR", help="values files or directories (default: values/)"
     )
-    p.add_argument(
-        "-f",
-        "--values",
-        action="append",
-        default=[],
-        type=Path,
-        metavar="FILE",
-        help="a values file layered over each environment, as `helm install -f` (repeatable, in order); "
-        "without FILE|DIR the first one is the environment",
-    )
-    p.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="set values as `helm --set` does, after the files (repeatable; a.b=c,list[0]=x,l={a,b})",
-    )
-    p.add_argument(
-        "--set-string",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="as --set, every value a string (Helm applies these after every --set)",
-    )
+    cliopts.add_values_layers(p, "; without FILE|DIR the first one is the environment")
     cliopts.add_output(p, json_alias=False)
     p.add_argument("--no-render", action="store_true", help="only the schema and rules layers (no Helm)")
     p.add_argument(
