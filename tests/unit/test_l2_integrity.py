@@ -169,3 +169,17 @@ def test_the_connector_class_is_built_on_first_access() -> None:
             l2_connector.KvtierFSConnector  # noqa: B018
         return
     assert issubclass(l2_connector.KvtierFSConnector, FSConnector)
+
+
+def test_two_writers_of_one_chunk_never_share_a_temp_file(tmp_path: Path) -> None:
+    """LMCache names one temp path per key (`<key>.tmp`): a write in flight there (another pod's) is neither
+    written into nor removed by a second writer of the same chunk, whose own temp keeps the `.tmp` suffix
+    the eviction and warm-up scans skip."""
+    final, shared_temp = tmp_path / "chunk.data", tmp_path / "chunk.tmp"
+    shared_temp.write_bytes(b"another writer's bytes")
+    names = {l2_connector.own_temp(shared_temp) for _ in range(50)}
+    assert len(names) == 50 and all(n.suffix == ".tmp" and n.parent == tmp_path for n in names)
+    l2_connector.write_sealed(final, shared_temp, KEY, header_for(b"kv"), b"kv")
+    assert shared_temp.read_bytes() == b"another writer's bytes"
+    assert read(final)[1] is None  # verified
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chunk.data", "chunk.tmp"]

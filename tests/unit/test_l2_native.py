@@ -233,3 +233,17 @@ def test_the_tier_class_is_built_on_first_access() -> None:
         l2_native.KvtierSealedFsTier  # noqa: B018
     with pytest.raises(AttributeError):
         l2_native.NoSuchTier  # noqa: B018
+
+
+def test_a_temp_name_taken_by_another_writer_is_left_to_it(tmp_path: Path, monkeypatch) -> None:
+    """Temp names are random (process and thread ids repeat across the pods of a Deployment); should one be
+    taken anyway, the store fails without removing the other writer's file."""
+    final = str(tmp_path / "chunk")
+    assert len({l2_blocks._temp_name(final) for _ in range(50)}) == 50
+    taken = tmp_path / "chunk_1.tmp"
+    taken.write_bytes(b"another writer's bytes")
+    monkeypatch.setattr(l2_blocks, "_temp_name", lambda _final: str(taken))
+    block = memoryview(bytearray(l2_blocks.PAGE))
+    with pytest.raises(FileExistsError):
+        l2_blocks.store_block(final, "chunk", block, 0)
+    assert taken.read_bytes() == b"another writer's bytes" and not os.path.exists(final)

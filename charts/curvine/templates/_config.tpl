@@ -66,6 +66,12 @@ umask = {{ include "curvine.volumeUmask" . }}
 
 [fuse]
 web_port = {{ int .Values.config.fuseWebPort }}
+# The owner FUSE reports for a file Curvine recorded without one. curvine-fuse v0.4.1 records a created
+# file's owner by the caller's user name in its own container, which knows no consumer's UID, so it
+# stores none (a directory gets the numeric UID); without these every file reads as root's and the kernel
+# refuses its creator any setattr, such as the L2 hit recorder's atime. The consumers' user, as volumeAccess.
+uid = {{ int .Values.csi.volumeAccess.uid }}
+gid = {{ int .Values.csi.volumeAccess.gid }}
 
 [fuse.log]
 level = {{ .Values.config.logLevel | quote }}

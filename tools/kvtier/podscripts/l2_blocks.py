@@ -12,6 +12,7 @@ import contextlib
 import logging
 import mmap
 import os
+import secrets
 import threading
 
 try:
@@ -34,8 +35,9 @@ def _trailer_buffer() -> mmap.mmap:
 
 
 def _temp_name(final: str) -> str:
-    # `<final>_<n>.tmp`, the shape of vLLM's own temp names, which the eviction and warm-up scans skip
-    return f"{final}_{os.getpid()}_{threading.get_ident()}.tmp"
+    # `<final>_<n>.tmp`, the shape of vLLM's own temp names, which the eviction and warm-up scans skip;
+    # random, as vLLM's: process and thread ids repeat across the pods of a Deployment, which share the L2.
+    return f"{final}_{secrets.randbits(63)}.tmp"
 
 
 def store_block(final: str, name: str, block: memoryview, o_direct: int) -> bool:
@@ -48,8 +50,8 @@ def store_block(final: str, name: str, block: memoryview, o_direct: int) -> bool
     page = _trailer_buffer()
     page[:] = l2_integrity.page_trailer(name, block)
     temp = _temp_name(final)
-    try:
-        fd = os.open(temp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_TRUNC | o_direct, 0o644)
+    fd = os.open(temp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_TRUNC | o_direct, 0o644)
+    try:  # from here on the temp file is this write's own, to remove on failure
         try:
             written = os.writev(fd, [block, page])
         finally:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import threading
 from pathlib import Path
 from typing import Any
@@ -100,17 +101,30 @@ def read_sealed(
     return memory_obj, None
 
 
+def own_temp(temp: Path) -> Path:
+    """A temp name of this write's own beside LMCache's `temp` (`<key>.tmp`, or `<tmp dir>/<key>.data`), with
+    its suffix, so the scans still skip it. LMCache's name is the same for every writer of a key: two pods
+    storing one chunk at once would write into one file (neither a local filesystem nor Curvine, which has
+    no single-writer lease, keeps them apart)."""
+    return temp.with_name(f"{temp.stem}.{secrets.token_hex(8)}{temp.suffix}")
+
+
 def write_sealed(final: Path, temp: Path, key: str, header: bytes, payload: Any) -> None:
-    """Write header + payload + trailer to `temp`, then rename it over `final` (readers see whole files)."""
+    """Write header + payload + trailer to a temp file of its own (own_temp), then rename it over `final`
+    (readers see whole files). A temp file that is not this write's own is never removed."""
     seal = l2_integrity.trailer(key, header, payload)
+    mine = own_temp(temp)
+    created = False
     try:
-        with open(temp, "wb") as f:
+        with open(mine, "xb") as f:
+            created = True
             f.write(header)
             f.write(payload)
             f.write(seal)
-        os.replace(temp, final)
+        os.replace(mine, final)
     except BaseException:
-        temp.unlink(missing_ok=True)
+        if created:
+            mine.unlink(missing_ok=True)
         raise
 
 
