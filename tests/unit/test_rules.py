@@ -286,6 +286,44 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
         _set("tests", value={"crosspodWords": 9000}),
         "is at least 9016 tokens, above models[0].maxModelLen 8192",
     ),
+    "curvine-csi-node-on-engine-nodes": (
+        _set(
+            "curvine",
+            "csi",
+            "node",
+            "nodeSelector",
+            value={"node.kubernetes.io/instance-type": "ml.g6e.4xlarge"},
+        ),
+        _set(
+            "curvine",
+            "csi",
+            "node",
+            "nodeSelector",
+            value={"node.kubernetes.io/instance-type": "ml.g5.4xlarge"},
+        ),
+        "but models[0]'s pods run only on nodes with node.kubernetes.io/instance-type=ml.g6e.4xlarge",
+    ),
+    "test-prompt-covers-a-chunk": (
+        # 300 words are at least 301 tokens: over a 256-token chunk in any tokenizer
+        _set("tests", value={"crosspodWords": 300}),
+        _set("tests", value={"crosspodWords": 20}),
+        "tokens in any tokenizer, less than one chunk (cache.chunkSize 256)",
+    ),
+    "lmcache-version-matches-image": (
+        _both(
+            _set("cache", "lmcacheVersion", value="0.5.4"),
+            _set(
+                "engine",
+                "image",
+                value={"repository": "kvtier/vllm-cpu-lmcache", "tag": "0.31.9-lmcache0.5.4"},
+            ),
+        ),
+        _both(
+            _set("cache", "lmcacheVersion", value="0.4.9"),
+            _set("engine", "image", value={"repository": "lmcache/vllm-openai", "tag": "v0.5.6"}),
+        ),
+        "engine.image.tag 'v0.5.6' is LMCache 0.5.6, but cache.lmcacheVersion is 0.4.9",
+    ),
     "eviction-watermarks": (
         _set("cache", "l2", "eviction", value={"highWatermark": "85%", "lowWatermark": "400Gi"}),
         _set("cache", "l2", "eviction", value={"highWatermark": "85%", "lowWatermark": "90%"}),

@@ -134,6 +134,11 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
         _container(image="lmcache/vllm-openai:latest"),
         ":latest",
     ),
+    "image-reference-parses": (
+        _container(image="ghcr.io/org/vllm-openai:v0.4.9_cu128@sha256:" + "b" * 64),
+        _container(image="docker.io//lmcache/vllm-openai:v0.4.9"),
+        "which the kubelet cannot parse (repository '/lmcache/vllm-openai'",
+    ),
     "resources-every-container": (
         _container(resources={"requests": {"cpu": "2", "memory": "2Gi"}, "limits": {"memory": "2Gi"}}),
         _container(resources={"requests": {"cpu": "1"}}),

@@ -10,6 +10,7 @@ from kvtier.validate.checks import (  # noqa: F401
     apiserver_rules,
     backend_rules,
     chart_rules,
+    coupling_rules,
     crosspod,
     curvine_rules,
     engine_args_rules,

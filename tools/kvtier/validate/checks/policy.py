@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from kvtier.images import reference
 from kvtier.images.reference import is_pinned
 from kvtier.manifests import LONG_RUNNING, containers, pod_templates, subject
 from kvtier.validate.checks.secret_rules import is_literal
@@ -38,8 +39,18 @@ def container_hit(m: dict[str, Any], field: str, c: dict[str, Any], what: str, u
 def no_latest(ctx: ManifestsContext) -> Iterator[Hit]:
     for m, field, c in each_container(ctx):
         image = str(c.get("image", ""))
+        if image and not _parses(image):
+            continue  # not a reference at all: image-reference-parses says why the kubelet refuses it
         if not is_pinned(image):
             yield container_hit(m, field, c, f"uses image {image!r}", ".image")
+
+
+def _parses(image: str) -> bool:
+    try:
+        reference.parse(image)
+    except ValueError:
+        return False
+    return True
 
 
 @rule(
