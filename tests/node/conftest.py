@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from kvtier import helm, paths
-from kvtier.cluster.realnode import images, nodebins, umbrella_cpu
+from kvtier.cluster.realnode import curvine_binaries, curvine_release, images, nodebins, umbrella_cpu
 from kvtier.cluster.realnode import lifecycle as realnode
 from kvtier.cluster.realnode.client import Kube
 
@@ -59,6 +59,33 @@ def real_cluster(node_programs) -> Iterator[realnode.RealCluster]:
 @pytest.fixture(scope="session")
 def kube(real_cluster: realnode.RealCluster) -> Kube:
     return Kube(real_cluster)
+
+
+@pytest.fixture(scope="session")
+def curvine(kube: Kube, need) -> Iterator[curvine_release.Installed]:
+    """charts/curvine installed once per session on the session's cluster (kvtier.cluster.realnode.
+    curvine_release): its StorageClass serves the umbrella's L2 claim. Needs the Curvine binaries
+    (KVTIER_CURVINE_BIN or ../shared beside the checkout)."""
+    reason = curvine_binaries.missing()
+    need(not reason, reason)
+    with curvine_release.raised_pipe_max_size():
+        installed = curvine_release.install(kube, f"curvine-{os.getpid()}", lambda m: print(f"[curvine] {m}"))
+        try:
+            yield installed
+        finally:
+            curvine_release.remove(kube, installed)
+
+
+@pytest.fixture(scope="session")
+def l2_storage_class(request) -> str:
+    """The StorageClass of the umbrella's L2 claim: Curvine's (the `curvine` fixture) wherever its binaries
+    are, and always under CI, where missing binaries fail that fixture; "" elsewhere without them, and
+    the umbrella's L2 is a hostPath stand-in (said once, with the reason)."""
+    reason = curvine_binaries.missing()
+    if reason and not os.environ.get("CI"):
+        print(f"[umbrella] L2 on a hostPath stand-in, not Curvine: {reason}")
+        return ""
+    return request.getfixturevalue("curvine").storage_class
 
 
 @pytest.fixture(scope="session")

@@ -30,6 +30,7 @@ from kvtier import helm, paths
 from kvtier.cluster.realnode import images, umbrella_cpu
 from kvtier.cluster.realnode import lifecycle as realnode
 from kvtier.engine_rig import rig as engine_rig
+from kvtier.engine_rig import tiers
 from kvtier.engine_rig.errors import RigError
 from kvtier.load import experiment
 from kvtier.podscripts import kvcheck
@@ -104,13 +105,13 @@ def engine_image(real_cluster: realnode.RealCluster, need) -> str:
 
 
 @pytest.fixture(scope="module")
-def installed(kube, real_cluster, engine_image: str) -> Iterator[Install]:
+def installed(kube, real_cluster, engine_image: str, l2_storage_class: str) -> Iterator[Install]:
     values = umbrella_cpu.overlay(real_cluster, engine_image)
     # Keep passed test pods, so `helm test --logs` can print every verdict (the claims here are not the
     # chart's own; the uninstall test removes the kept pods).
     values["tests"] = {"deleteSucceededPods": False}
     values["cache"]["warmup"] = WARMUP
-    prepared = umbrella_cpu.prepare(kube, f"umbrella-{os.getpid()}", values)
+    prepared = umbrella_cpu.prepare(kube, f"umbrella-{os.getpid()}", values, l2_storage_class)
     ns = prepared.namespace
     helm.build_dependencies(UMBRELLA)
     try:
@@ -164,21 +165,17 @@ def test_the_install_warmed_every_prefix_and_kvtier_warm_warms_them_again(
             outcome["verified_tokens"] >= outcome["chunks"] * 256 and outcome["written"] >= outcome["chunks"]
         )
         assert outcome["writer"] != outcome["verifier"], outcome
-    (namespace_dir,) = [
-        d
-        for d in (installed.prepared.volumes / "l2").iterdir()
-        if d.name.startswith(f"{engine_rig.MODEL_NAME}.")
-    ]
+    # The pins and the files they name, as an engine sees them on the L2 claim.
+    seen = _l2_view(kube, installed, PINS_VIEW)
+    (namespace_dir,) = [d for d in seen if d.startswith(f"{engine_rig.MODEL_NAME}.")]
     for name, outcome in outcomes.items():
-        pin = json.loads((namespace_dir / ".kvtier-warm" / f"{name}.json").read_text())
-        assert len(pin["files"]) == outcome["pinned"] and all(
-            (namespace_dir / f).is_file() for f in pin["files"]
-        )
+        pin = seen[namespace_dir]["pins"][name]
+        assert len(pin["files"]) == outcome["pinned"] and all(pin["present"]), pin
     config = json.loads(
         kube.kubectl("get", "configmap", "-n", ns, f"{RELEASE}-kv-tiered-inference-l2-eviction", "-o", "json")
     )
     assert sorted(config["data"]["pinned-prefixes.txt"].split()) == [
-        f"{namespace_dir.name}/{n}" for n in ("chat", "support")
+        f"{namespace_dir}/{n}" for n in ("chat", "support")
     ]
 
     kvtier = str(paths.ROOT / ".venv" / "bin" / "kvtier")
@@ -191,6 +188,51 @@ def test_the_install_warmed_every_prefix_and_kvtier_warm_warms_them_again(
     assert again["ok"] and again["job"] != WARMUP_JOB, again
     assert {p["prefix"]: p["verified"] for p in again["prefixes"]} == {"support": True, "chat": True}
     print(f"[umbrella] kvtier warm: {again['summary']} ({[p['proof'] for p in again['prefixes']]})")
+
+
+# Each L2 namespace directory's warm-up pins and whether the files each names exist, read in an engine pod.
+PINS_VIEW = """
+import json, os, sys
+root, view = sys.argv[1], {}
+for entry in sorted(os.listdir(root)):
+    pins_dir = os.path.join(root, entry, ".kvtier-warm")
+    pins = {}
+    for pin_file in sorted(os.listdir(pins_dir)) if os.path.isdir(pins_dir) else []:
+        with open(os.path.join(pins_dir, pin_file)) as handle:
+            pin = json.load(handle)
+        present = [os.path.isfile(os.path.join(root, entry, name)) for name in pin["files"]]
+        pins[pin_file.removesuffix(".json")] = {"files": pin["files"], "present": present}
+    view[entry] = {"pins": pins}
+print(json.dumps(view))
+"""
+
+
+def _l2_view(kube, installed: Install, script: str) -> dict[str, Any]:
+    """What `script` prints (JSON) run with the L2 mount path in the first engine pod: the claim as the
+    engines see it, whatever serves it."""
+    engine = _pods(kube, installed.namespace, "engine")[0]["metadata"]["name"]
+    mount = yaml.safe_load((paths.VALUES / "cpu.yaml").read_text())["cache"]["l2"]["mountPath"]
+    out = kube.kubectl("exec", "-n", installed.namespace, engine, "--", "python3", "-c", script, mount)
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_the_l2_claim_is_a_curvine_volume_mounted_through_fuse(
+    kube, installed: Install, l2_storage_class: str, need
+) -> None:
+    """No hostPath in the L2 path: the chart's claim is bound to a volume Curvine's CSI driver provisioned,
+    and the engines see it as curvine-fuse's mount."""
+    need(bool(l2_storage_class), "the umbrella's L2 is the hostPath stand-in here (no Curvine binaries)")
+    ns = installed.namespace
+    claim = f"{RELEASE}-l2cache"
+    volume = kube.kubectl("get", "pvc", claim, "-n", ns, "-o", "jsonpath={.spec.volumeName}")
+    assert kube.kubectl("get", "pv", volume, "-o", "jsonpath={.spec.csi.driver}") == "curvine"
+    mounts = _l2_view(
+        kube,
+        installed,
+        "import json, sys\n"
+        "print(json.dumps([l.split()[2] for l in open('/proc/mounts') if l.split()[1] == sys.argv[1]]))",
+    )
+    assert mounts == ["fuse.curvinefs"], mounts
 
 
 def test_the_router_discovered_both_engines_through_the_api_server(kube, installed: Install) -> None:
@@ -425,36 +467,39 @@ def test_the_soak_against_the_release_serves_no_wrong_answer_under_pod_deletes_a
     assert killed["wrong"] == 0 and killed["failed_otherwise"] == 0, killed
 
 
-def test_uninstall_leaves_nothing_of_the_release_behind(kube, installed: Install) -> None:
+def test_uninstall_leaves_nothing_of_the_release_behind(
+    kube, installed: Install, l2_storage_class: str
+) -> None:
     """Every release object goes. `helm test` pods are Helm hooks, never release objects: uninstall leaves
     the kept ones (this test keeps passed ones; a failed one is kept with any setting), and the selector
-    the chart's values comment gives removes exactly them."""
+    the chart's values comment gives removes exactly them. The chart's own L2 claim (on Curvine) is a
+    release object that a kept pod mounting it holds back (PVC protection): as the values' comment says, the
+    kept pods go first there, then the claim goes with the release and its volume with the claim."""
     ns = installed.namespace
-    kube.helm("helm3", "uninstall", RELEASE, "-n", ns, "--wait", "--timeout", "5m")
-    kinds = "all,configmaps,secrets,serviceaccounts,roles,rolebindings,poddisruptionbudgets,cronjobs,jobs"
     selector = f"app.kubernetes.io/instance={RELEASE}"
-    test_pods = {
-        f"pod/{RELEASE}-kv-tiered-inference-test-l2-files",
-        f"pod/{RELEASE}-kv-tiered-inference-{engine_rig.MODEL_NAME}-router-test-router",
-        f"pod/{RELEASE}-kv-tiered-inference-{engine_rig.MODEL_NAME}-test-crosspod",
-    }
-    # The last warm-up hook Job is a hook too, kept for its report until its TTL
-    # (cache.warmup.ttlSecondsAfterFinished), with its pod; so are the Jobs `kvtier warm` made.
-    warmups = {
-        name
-        for name in kube.kubectl(
-            "get",
-            "jobs,pods",
-            "-n",
-            ns,
-            "-l",
-            f"{selector},app.kubernetes.io/component=l2-warmup",
-            "-o",
-            "name",
-        ).split()
-    }
-    assert f"job.batch/{WARMUP_JOB}" in warmups, warmups
-    test_pods |= warmups
+    kinds = "all,configmaps,secrets,serviceaccounts,roles,rolebindings,poddisruptionbudgets,cronjobs,jobs"
+    if l2_storage_class:
+        _delete_kept_hook_pods(kube, ns, selector)
+        volume = kube.kubectl(
+            "get", "pvc", f"{RELEASE}-l2cache", "-n", ns, "-o", "jsonpath={.spec.volumeName}"
+        )
+    kube.helm("helm3", "uninstall", RELEASE, "-n", ns, "--wait", "--timeout", "5m")
+    test_pods: set[str] = set()
+    if not l2_storage_class:
+        test_pods = {
+            f"pod/{RELEASE}-kv-tiered-inference-test-l2-files",
+            f"pod/{RELEASE}-kv-tiered-inference-{engine_rig.MODEL_NAME}-router-test-router",
+            f"pod/{RELEASE}-kv-tiered-inference-{engine_rig.MODEL_NAME}-test-crosspod",
+        }
+        # The last warm-up hook Job is a hook too, kept for its report until its TTL
+        # (cache.warmup.ttlSecondsAfterFinished), with its pod; so are the Jobs `kvtier warm` made.
+        warmups = set(
+            kube.kubectl(
+                "get", "jobs,pods", "-n", ns, "-l", f"{selector},{WARMUP_LABEL}", "-o", "name"
+            ).split()
+        )
+        assert f"job.batch/{WARMUP_JOB}" in warmups, warmups
+        test_pods |= warmups
     deadline = time.monotonic() + 180  # the eviction job's own Jobs and pods go by garbage collection
     while True:
         left = set(kube.kubectl("get", kinds, "-n", ns, "-l", selector, "-o", "name").split())
@@ -462,22 +507,58 @@ def test_uninstall_leaves_nothing_of_the_release_behind(kube, installed: Install
             break
         time.sleep(3)
     assert left == test_pods, left
-    kube.kubectl("delete", "pod", "-n", ns, "-l", f"{selector},app.kubernetes.io/component=test", "--wait")
-    kube.kubectl(
-        "delete",
-        "jobs",
-        "-n",
-        ns,
-        "-l",
-        f"{selector},app.kubernetes.io/component=l2-warmup",
-        "--cascade=foreground",
-        "--wait",
-    )
+    _delete_kept_hook_pods(kube, ns, selector)
     assert kube.kubectl("get", kinds, "-n", ns, "-l", selector, "-o", "name").strip() == ""
     releases = kube.kubectl("get", "secrets", "-n", ns, "-l", "owner=helm", "-o", "name")
     assert releases.strip() == "", releases
-    # The user's claims stay: the L2 holds data an uninstall must not take (existingClaim).
-    assert "kv-l2" in kube.kubectl("get", "pvc", "-n", ns, "-o", "name")
+    claims = kube.kubectl("get", "pvc", "-n", ns, "-o", "name")
+    if l2_storage_class:
+        # The chart's claim went with the release, and its Curvine volume with it (reclaimPolicy Delete).
+        assert f"{RELEASE}-l2cache" not in claims, claims
+        kube.kubectl("wait", "--for=delete", f"pv/{volume}", "--timeout=120s")
+    else:
+        # The user's claims stay: the L2 holds data an uninstall must not take (existingClaim).
+        assert "kv-l2" in claims
+
+
+WARMUP_LABEL = "app.kubernetes.io/component=l2-warmup"
+
+
+def _delete_kept_hook_pods(kube, ns: str, selector: str) -> None:
+    """The kept `helm test` pods and warm-up Jobs, by the selectors the chart's values comment gives."""
+    kube.kubectl("delete", "pod", "-n", ns, "-l", f"{selector},app.kubernetes.io/component=test", "--wait")
+    kube.kubectl(
+        "delete", "jobs", "-n", ns, "-l", f"{selector},{WARMUP_LABEL}", "--cascade=foreground", "--wait"
+    )
+
+
+def test_the_native_backend_serves_a_cross_pod_hit_through_the_same_l2(
+    kube, real_cluster, installed: Install, l2_storage_class: str
+) -> None:
+    """`cache.backend: vllm-native` (vLLM's OffloadingConnector, its sealed fs tier as the L2) installed as a
+    second release in a namespace of its own, on the same kind of L2 claim (Curvine's where it runs): its
+    `helm test` cross-pod check passes, replica B loading whole chunks that A wrote through the claim."""
+    values = umbrella_cpu.overlay(real_cluster, installed.engine_image, backend=tiers.NATIVE)
+    values["tests"] = {"deleteSucceededPods": False}  # `helm test --logs` reads every pod's verdict
+    prepared = umbrella_cpu.prepare(kube, f"native-{os.getpid()}", values, l2_storage_class)
+    ns = prepared.namespace
+    try:
+        took = umbrella_cpu.rollout(kube, prepared, "install", RELEASE)
+        print(f"[umbrella] native backend: helm install --wait and every pod Ready after {took:.0f} s")
+        result = kube.helm("helm3", "test", RELEASE, "-n", ns, "--logs", "--timeout", "10m", timeout=700)
+        verdicts = {}
+        for line in result.stdout.splitlines():
+            if line.startswith("{"):
+                verdict = json.loads(line)
+                verdicts[verdict["check"]] = verdict
+        assert verdicts.get("crosspod", {}).get("ok"), result.stdout[-4000:]
+        hit = verdicts["crosspod"]["b"]["external_hit_tokens"]
+        assert hit >= 256 and hit % 256 == 0, verdicts["crosspod"]
+        print(f"[umbrella] native backend helm test: {verdicts['crosspod']['summary']}")
+    finally:
+        _delete_kept_hook_pods(kube, ns, f"app.kubernetes.io/instance={RELEASE}")
+        kube.helm("helm3", "uninstall", RELEASE, "-n", ns, "--wait", "--timeout", "5m", check=False)
+        umbrella_cpu.remove(kube, prepared)
 
 
 # The umbrella's ci/ scenarios that can run on CPU when laid over values/cpu.yaml. Not the others:

@@ -222,3 +222,13 @@ def status(name: str) -> dict[str, object]:
     )
     info["ready"] = _healthy(name, state)
     return info
+
+
+def node_mounts(name: str) -> str:
+    """The node's mount table (/proc/<pid>/mountinfo of the process that holds its private mount namespace,
+    where the kubelet, containerd and the pods' mounts live); empty when the cluster is not up."""
+    holder = _state(name).get("holder") if exists(name) else None
+    try:
+        return Path(f"/proc/{holder}/mountinfo").read_text() if isinstance(holder, int) else ""
+    except OSError:
+        return ""

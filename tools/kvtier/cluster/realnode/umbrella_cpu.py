@@ -3,12 +3,14 @@ what they add to install it there, and nothing else.
 
 The images point at the ones built here (`pullPolicy: Never`), the model is the rig's generated tiny
 model on a claim instead of a Hugging Face download (no route out of the cluster's network namespace),
-and the sizes fit two engines on two shared cores (the tiered rig's overlay). Both claims are hostPath
-PersistentVolumes in the cluster's folder (Curvine cannot run here).
+and the sizes fit two engines on two shared cores (the tiered rig's overlay). The model's claim is a
+hostPath PersistentVolume in the cluster's folder; the L2 claim is the chart's own on a Curvine StorageClass
+(curvine_release) when one is given, else a hostPath stand-in.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 import time
@@ -33,8 +35,8 @@ def engine_deployment(release: str) -> str:
     return f"{release}-kv-tiered-inference-{engine_rig.MODEL_NAME}"
 
 
-def overlay(cluster: realnode.RealCluster, engine_image: str) -> dict[str, Any]:
-    values = tiers.rig_overlay(chunk_size=256)
+def overlay(cluster: realnode.RealCluster, engine_image: str, backend: str = tiers.LMCACHE) -> dict[str, Any]:
+    values = tiers.rig_overlay(chunk_size=256, backend=backend)
     (model,) = values["models"]
     # Two engines, the router and the test pods share two cores and the machine's memory.
     model["resources"] = {"requests": {"cpu": "100m", "memory": "2Gi"}, "limits": {"memory": "6Gi"}}
@@ -81,19 +83,29 @@ class Prepared:
     values: Path  # the overlay given after values/cpu.yaml to every helm install/upgrade
 
 
-def prepare(kube: Kube, ns: str, overlay_values: dict[str, Any]) -> Prepared:
-    """The namespace with both claims (the L2 owned by the engines' user, the generated model readable by
-    it) and the overlay written next to them."""
+def prepare(kube: Kube, ns: str, overlay_values: dict[str, Any], l2_storage_class: str = "") -> Prepared:
+    """The namespace with the model's claim (the generated model, readable by the engines' user), the L2
+    (the chart's claim on `l2_storage_class`, else a hostPath claim owned by the engines' user) and the
+    overlay written next to them."""
     kube.kubectl("create", "namespace", ns)
     volumes = realnode.layout(kube.cluster.name).root / "volumes" / ns
-    l2, models = volumes / "l2", volumes / "models"
-    l2.mkdir(parents=True)
-    shutil.chown(l2, RUN_AS, RUN_AS)  # hostPath ignores fsGroup: the engines' user owns the L2 directory
+    models = volumes / "models"
     for path in engine_rig.generate_model(models / engine_rig.MODEL_NAME).iterdir():
         path.chmod(0o644)  # safetensors writes the weights 0600: readable by the engines' user, as on a PVC
-    claims = hostpath_claim(ns, "kv-l2", l2, CLAIMS["kv-l2"]) + hostpath_claim(
-        ns, "rig-model", models, CLAIMS["rig-model"]
-    )
+    claims = hostpath_claim(ns, "rig-model", models, CLAIMS["rig-model"])
+    if l2_storage_class:
+        overlay_values = copy.deepcopy(overlay_values)
+        l2_values = overlay_values["cache"].setdefault("l2", {})
+        l2_values["claim"] = {
+            "existingClaim": "",
+            "storageClassName": l2_storage_class,
+            "size": CLAIMS["kv-l2"],
+        }
+    else:
+        l2 = volumes / "l2"
+        l2.mkdir(parents=True)
+        shutil.chown(l2, RUN_AS, RUN_AS)  # hostPath ignores fsGroup: the engines' user owns the L2 directory
+        claims += hostpath_claim(ns, "kv-l2", l2, CLAIMS["kv-l2"])
     kube.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": claims}))
     values = volumes / "overlay.yaml"
     values.write_text(helmyaml.dump(overlay_values))  # read by Helm: quote what its YAML would retype

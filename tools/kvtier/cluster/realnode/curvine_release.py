@@ -1,0 +1,222 @@
+"""charts/curvine installed with Helm on a real-node cluster, for the node tests and the tier benchmark: what
+they add to run it there, and nothing else.
+
+The chart runs as it renders, from the images curvine_images builds under the chart's own references. What
+differs from a production install, and why:
+
+- one master (one node: Raft's three would need three nodes with the chart's hard anti-affinity) on a
+  hostPath PersistentVolume owned by the master's user (hostPath ignores fsGroup; nothing provisions here);
+- one worker data dir, a folder of the cluster's own tree standing in for the instance store's NVMe (`SSD`,
+  2GB, nothing reserved), instead of a mounted device;
+- `csi.kubeletDir` is the real node's kubelet root (not /var/lib/kubelet), so the node plugin's mounts land
+  where this kubelet publishes volumes;
+- requests small enough that Curvine and two CPU engines fit two shared cores;
+- no chart PVC, so its cross-node test Job (two pods on two nodes) is not rendered: this cluster has one
+  node. The umbrella's L2 claim is the one the engines use.
+
+curvine-fuse sizes its splice pipes just over 1 MiB with F_SETPIPE_SZ, above the default
+`fs.pipe-max-size`, which needs CAP_SYS_RESOURCE; this machine's kernel withholds it even from privileged
+containers, and every FUSE read then fails with EIO. `raised_pipe_max_size` lifts the limit for the install's
+lifetime and puts the old value back (a cluster with the capability needs nothing: docs/cluster.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kvtier import helm, helmyaml, paths, waiting
+from kvtier.cluster.realnode import curvine_images, diagnosis, images
+from kvtier.cluster.realnode import lifecycle as realnode
+from kvtier.cluster.realnode.client import Kube
+
+CHART = paths.CHARTS / "curvine"
+RELEASE = "cv"
+STORAGE_CLASS = "kvtier-curvine"
+MASTER_UID = 1000  # the chart's master runAsUser
+DATA_CAPACITY = "2GB"
+INSTALL_TIMEOUT = "10m"
+PIPE_MAX_SIZE = 2 * 1024 * 1024  # above curvine-fuse's 1 MiB + 4 KiB pipes
+PIPE_MAX_FILE = Path("/proc/sys/fs/pipe-max-size")
+
+SMALL = {"requests": {"cpu": "20m", "memory": "64Mi"}, "limits": {"memory": "1Gi"}}
+
+
+@dataclass
+class Installed:
+    namespace: str
+    release: str
+    storage_class: str
+    volumes: Path  # the node folder with the master's volume and the worker's data dir
+    values: Path  # the overlay given to every helm install/upgrade of this release
+
+    @property
+    def data_dir(self) -> Path:
+        return self.volumes / "worker-data"
+
+
+def overlay(cluster: realnode.RealCluster, volumes: Path) -> dict[str, Any]:
+    """The values this cluster needs on top of the chart's defaults (the module docstring says why)."""
+    return {
+        "master": {
+            "replicas": 1,
+            "antiAffinity": "none",
+            "resources": SMALL,
+            "persistence": {"size": "1Gi", "storageClassName": ""},
+            "pdb": {"enabled": False},
+        },
+        "worker": {
+            "dataDirs": [{"path": str(volumes / "worker-data"), "type": "SSD", "capacity": DATA_CAPACITY}],
+            "dirReserved": "0",
+            "resources": SMALL,
+        },
+        "csi": {
+            "kubeletDir": str(realnode.layout(cluster.name).kubelet),
+            "controller": {"resources": SMALL},
+            "node": {"resources": {**SMALL, "limits": {"memory": "2Gi"}}},
+        },
+        "storageClass": {"name": STORAGE_CLASS},
+        "tests": {"resources": SMALL},
+    }
+
+
+@contextlib.contextmanager
+def raised_pipe_max_size() -> Iterator[None]:
+    """fs.pipe-max-size at least PIPE_MAX_SIZE while the block runs; the old value back after it, unless
+    something else changed it meanwhile."""
+    before = int(PIPE_MAX_FILE.read_text())
+    if before >= PIPE_MAX_SIZE:
+        yield
+        return
+    PIPE_MAX_FILE.write_text(str(PIPE_MAX_SIZE))
+    try:
+        yield
+    finally:
+        if int(PIPE_MAX_FILE.read_text()) == PIPE_MAX_SIZE:
+            PIPE_MAX_FILE.write_text(str(before))
+
+
+def import_images(cluster: realnode.RealCluster, progress: images.Progress) -> None:
+    built = curvine_images.all_images(progress)
+    images.import_into(realnode.layout(cluster.name).containerd_socket, list(built), progress)
+
+
+def _master_claims(release: str, ns: str, values_file: Path) -> list[str]:
+    """The claims the master StatefulSet's volumeClaimTemplates make (`<template>-<set>-<ordinal>`), read
+    from the chart's render so a renamed template cannot leave them unbound."""
+    rendered = helm.Template(CHART, release, [values_file], namespace=ns).render().manifests
+    (master,) = [m for m in rendered if m["kind"] == "StatefulSet"]
+    replicas = master["spec"]["replicas"]
+    return [
+        f"{template['metadata']['name']}-{master['metadata']['name']}-{ordinal}"
+        for template in master["spec"]["volumeClaimTemplates"]
+        for ordinal in range(replicas)
+    ]
+
+
+def _hostpath_volume(ns: str, claim: str, path: Path) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": f"{ns}-{claim}", "labels": {"kvtier.io/curvine-ns": ns}},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            "claimRef": {"namespace": ns, "name": claim},
+            "hostPath": {"path": str(path), "type": "Directory"},
+        },
+    }
+
+
+def prepare(kube: Kube, ns: str, release: str = RELEASE) -> Installed:
+    """The namespace (privileged: the node plugin mounts FUSE), the masters' volumes owned by their user,
+    the worker's data dir and the overlay file."""
+    kube.kubectl("create", "namespace", ns)
+    kube.kubectl("label", "namespace", ns, "pod-security.kubernetes.io/enforce=privileged")
+    volumes = realnode.layout(kube.cluster.name).root / "volumes" / ns
+    (volumes / "worker-data").mkdir(parents=True)
+    values = volumes / "overlay.yaml"
+    values.write_text(helmyaml.dump(overlay(kube.cluster, volumes)))
+    pvs = []
+    for claim in _master_claims(release, ns, values):
+        folder = volumes / claim
+        folder.mkdir()
+        shutil.chown(folder, MASTER_UID, MASTER_UID)
+        pvs.append(_hostpath_volume(ns, claim, folder))
+    kube.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": pvs}))
+    return Installed(ns, release, STORAGE_CLASS, volumes, values)
+
+
+def helm_upgrade(kube: Kube, installed: Installed, *extra: str, verb: str = "upgrade") -> None:
+    """`helm3 <verb>` of the chart with the overlay, then until every pod is Ready; a failure's first line
+    says why the pods are not Ready."""
+    root = realnode.layout(kube.cluster.name).root
+    with diagnosis.explained(kube, installed.namespace, root, f"helm {verb} of {installed.release}"):
+        kube.helm(
+            "helm3", verb, installed.release, str(CHART), "-n", installed.namespace,
+            "-f", str(installed.values), *extra, "--wait", "--timeout", INSTALL_TIMEOUT, timeout=700,
+        )  # fmt: skip
+        wait_ready(kube, installed)
+
+
+def wait_ready(kube: Kube, installed: Installed, timeout: float = 300) -> None:
+    """Every workload of the release rolled out, and the master reporting a live worker."""
+    for kind in ("statefulset", "daemonset", "deployment"):
+        names = kube.kubectl(
+            "get", kind, "-n", installed.namespace, "-l", f"app.kubernetes.io/instance={installed.release}",
+            "-o", "name",
+        ).split()  # fmt: skip
+        for name in names:
+            kube.run(
+                [str(paths.TOOLS_BIN / "kubectl"), "rollout", "status", "-n", installed.namespace, name,
+                 f"--timeout={timeout:.0f}s"],
+                timeout=timeout + 30,
+            )  # fmt: skip
+    waiting.wait_until(
+        lambda: live_workers(kube, installed) >= 1,
+        deadline=waiting.deadline_in(timeout),
+        fail=lambda _: AssertionError(f"no live Curvine worker in {installed.namespace} in {timeout:.0f} s"),
+        interval=2,
+    )
+
+
+def master_pod(installed: Installed) -> str:
+    return f"{installed.release}-curvine-master-0"
+
+
+def live_workers(kube: Kube, installed: Installed) -> int:
+    """The master's count of live workers (`live_worker_num` of `cv report` inside the master pod; its log
+    lines go to stderr)."""
+    report = kube.run(
+        [str(paths.TOOLS_BIN / "kubectl"), "exec", "-n", installed.namespace, master_pod(installed), "--",
+         "sh", "-c", f"{curvine_images.SERVER_HOME}/bin/cv report 2>/dev/null"],
+        check=False,
+    )  # fmt: skip
+    found = re.search(r"live_worker_num\s*:\s*(\d+)", report)
+    return int(found.group(1)) if found else 0
+
+
+def install(kube: Kube, ns: str, progress: images.Progress, release: str = RELEASE) -> Installed:
+    """The images imported, then the chart installed and Ready (call inside raised_pipe_max_size)."""
+    import_images(kube.cluster, progress)
+    installed = prepare(kube, ns, release)
+    helm_upgrade(kube, installed, verb="install")
+    return installed
+
+
+def remove(kube: Kube, installed: Installed) -> None:
+    """The release (its FUSE mounts go with the node plugin), the namespace, the masters' volumes and data."""
+    kube.helm("helm3", "uninstall", installed.release, "-n", installed.namespace, "--wait", check=False)
+    kube.kubectl("delete", "namespace", installed.namespace, "--wait=false", check=False)
+    kube.kubectl(
+        "delete", "pv", "-l", f"kvtier.io/curvine-ns={installed.namespace}", "--wait=false", check=False
+    )
+    shutil.rmtree(installed.volumes, ignore_errors=True)
