@@ -255,18 +255,28 @@ def test_restarting_the_csi_node_plugin_cuts_mounted_pods_until_they_are_recreat
     assert seen == "107", f"a pod mounted across the plugin restart saw {seen!r}, expected ENOTCONN (107)"
     # Not waited for: the kubelet tears its volumes down at once but may keep the pod object a while.
     kube.kubectl("delete", "pod", "-n", ns, holder, "--wait=false")
-    _wait_unstaged(kube, ns)
-    assert _read_back(kube, kube.cluster, ns)["sha256"] == EXPECTED_SHA256
+    try:
+        _wait_unstaged(kube, ns)
+        assert _read_back(kube, kube.cluster, ns)["sha256"] == EXPECTED_SHA256
+    except AssertionError:
+        # One FUSE client serves every volume of the StorageClass on a node: a pod published onto the dead
+        # one leaves its folder behind and no volume of the class mounts there again. On this cluster the
+        # folder is in the plugin container (curvine-csi's fixed /var/lib/kubelet path): a new one is clean.
+        kube.kubectl("delete", "pod", "-n", curvine.namespace, "-l", selector, "--wait=true")
+        curvine_release.wait_ready(kube, curvine)
+        raise
 
 
 def _wait_unstaged(kube: Kube, ns: str, timeout: float = 180) -> None:
-    """Until no mount of the claim's volume is left on the node (its staging and every pod's), read from the
-    node's own mount table: the kubelet has unstaged it, so the next pod stages it again with a new FUSE
-    client. A pod started before that is published onto the dead staging directory (docs/curvine-fuse.md)."""
+    """Until the claim's volume has no staging mount on the node (`.../globalmount`, whose mount root names
+    the volume), read from the node's own mount table: the kubelet has unstaged it, so the next pod stages
+    it again with a new FUSE client. A pod started before that is published onto the dead FUSE client's
+    directory (docs/curvine-fuse.md). A dead pod's own mount may stay listed after its teardown."""
     volume = kube.kubectl("get", "pvc", CLAIM, "-n", ns, "-o", "jsonpath={.spec.volumeName}")
 
     def mounted() -> list[str]:
-        return [line for line in realnode.node_mounts(kube.cluster.name).splitlines() if volume in line]
+        lines = realnode.node_mounts(kube.cluster.name).splitlines()
+        return [line for line in lines if volume in line and "/globalmount " in line]
 
     waiting.wait_until(
         lambda: not mounted(),

@@ -204,11 +204,12 @@ def live_workers(kube: Kube, installed: Installed) -> int:
     return int(found.group(1)) if found else 0
 
 
-def install(kube: Kube, ns: str, progress: images.Progress, release: str = RELEASE) -> Installed:
-    """The images imported, then the chart installed and Ready (call inside raised_pipe_max_size)."""
+def install(kube: Kube, ns: str, progress: images.Progress, *extra: str, release: str = RELEASE) -> Installed:
+    """The images imported, then the chart installed with `extra` Helm arguments after the overlay (`--set
+    worker.hostNetwork=true`) and Ready (call inside raised_pipe_max_size)."""
     import_images(kube.cluster, progress)
     installed = prepare(kube, ns, release)
-    helm_upgrade(kube, installed, verb="install")
+    helm_upgrade(kube, installed, *extra, verb="install")
     return installed
 
 
