@@ -129,13 +129,28 @@ def test_restore_writes_back_only_what_changed(tmp_path: Path, monkeypatch: pyte
     for key, value in (("vm/overcommit_memory", "0"), ("kernel/panic", "0")):
         (tmp_path / key).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / key).write_text(value + "\n")
-    monkeypatch.setattr(machine, "KUBELET_SYSCTLS", ["vm/overcommit_memory", "kernel/panic", "kernel/absent"])
+    monkeypatch.setattr(machine, "CLUSTER_SYSCTLS", ["vm/overcommit_memory", "kernel/panic", "kernel/absent"])
     record = tmp_path / "before.json"
     machine.record(record)
     (tmp_path / "vm/overcommit_memory").write_text("1\n")  # what the kubelet does
     assert machine.restore(record) == ["vm.overcommit_memory"]
     assert (tmp_path / "vm/overcommit_memory").read_text() == "0\n"
     assert machine.restore(record) == []
+
+
+def test_the_pipe_size_curvine_raises_is_recorded_with_the_kubelets_sysctls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A test session killed while Curvine's raised fs.pipe-max-size is in force: `down` puts it back."""
+    monkeypatch.setattr(machine, "PROC_SYS", tmp_path)
+    for key in machine.CLUSTER_SYSCTLS:
+        (tmp_path / key).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / key).write_text("1048576\n" if key == "fs/pipe-max-size" else "0\n")
+    record = tmp_path / "before.json"
+    machine.record(record)
+    (tmp_path / "fs/pipe-max-size").write_text("2097152\n")
+    assert machine.restore(record) == ["fs.pipe-max-size"]
+    assert (tmp_path / "fs/pipe-max-size").read_text() == "1048576\n"
 
 
 def test_debian_mirror_comes_from_the_apt_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

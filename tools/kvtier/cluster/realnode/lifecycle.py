@@ -4,10 +4,9 @@ This module is the cluster's lifecycle: `up` (or reuse), `down`, `status`. etcd,
 containerd, the kubelet and kube-proxy run inside a network namespace of their own (realnode.netns) and a
 private mount namespace, all in one cgroup subtree below this process's own (realnode.cgroups);
 realnode.start starts them in order. While a cluster is up the machine's own namespace refuses its
-addresses (realnode.routes). `down` kills every process of
-that subtree (only what `up` started), removes the cgroups, the namespace, those routes when no other
-cluster is left, and the folder, and writes back the global sysctls the kubelet changed, so the machine
-is as it was (realnode.machine).
+addresses (realnode.routes). `down` kills every process of that subtree (only what `up` started), removes
+the cgroups, the namespace, those routes when no other cluster is left, and the folder, and writes back the
+global sysctls the kubelet (or the Curvine tier) changed, so the machine is as it was (realnode.machine).
 """
 
 from __future__ import annotations
@@ -193,7 +192,7 @@ def down(name: str, progress: Progress = print, keep_logs: bool = False) -> bool
     netns.delete(netns.name_for(name))
     restored = machine.restore(root / "sysctls-before.json")
     if restored:
-        progress(f"restored sysctls the kubelet changed: {', '.join(restored)}")
+        progress(f"restored sysctls changed while it ran: {', '.join(restored)}")
     released = realroutes.release()  # last: should it fail, the folder stays for another `down`
     if released:
         progress(f"removed the unreachable routes for {', '.join(released)} (no real-node cluster is left)")

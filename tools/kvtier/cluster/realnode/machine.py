@@ -2,7 +2,8 @@
 
 Inside its network namespace the cluster changes what it likes (iptables chains, net.* sysctls, links):
 that state goes with the namespace. Outside it, the kubelet writes a few global kernel settings at start
-(`KUBELET_SYSCTLS`); `record` saves them and `restore` writes back any that changed. `snapshot` is the
+(`KUBELET_SYSCTLS`), and the Curvine tier raises one (`CLUSTER_SYSCTLS`); `record` saves them and `restore`
+writes back any that changed. `snapshot` is the
 wider picture a test compares before and after: the machine's global sysctls, its own iptables rules,
 mounts, network namespaces, links and routes, and cgroups.
 """
@@ -27,6 +28,9 @@ KUBELET_SYSCTLS = [
     "kernel/keys/root_maxkeys",
     "kernel/keys/root_maxbytes",
 ]
+# Raised while Curvine's FUSE clients run on a node whose kernel withholds CAP_SYS_RESOURCE
+# (curvine_release.raised_pipe_max_size): restored with the kubelet's, so a killed session cannot keep it.
+CLUSTER_SYSCTLS = [*KUBELET_SYSCTLS, "fs/pipe-max-size"]
 # Change on their own, whatever runs.
 VOLATILE_SYSCTLS = re.compile(r"^kernel/(ns_last_pid|random/.*|pty/nr)$")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -40,7 +44,7 @@ def _read(key: str) -> str | None:
 
 
 def record(path: Path) -> None:
-    values = {key: _read(key) for key in KUBELET_SYSCTLS}
+    values = {key: _read(key) for key in CLUSTER_SYSCTLS}
     path.write_text(json.dumps(values, indent=2) + "\n")
 
 
