@@ -50,7 +50,7 @@ def test_the_charts_default_image_and_version_agree() -> None:
 
 
 def test_a_tag_naming_another_lmcache_release_is_refused_at_the_tag() -> None:
-    image = {"repository": "kvtier/vllm-cpu-lmcache", "tag": "0.32.0-lmcache0.4.2"}
+    image = {"repository": "kvtier/vllm-cpu-lmcache", "tag": "0.31.9-lmcache0.4.2"}
     [finding] = run(LMCACHE_RULE, good(engine={"image": image}))
     assert (finding.severity, finding.path) == ("error", "engine.image.tag")
     assert f"is LMCache 0.4.2, but cache.lmcacheVersion is {DEFAULT_LMCACHE}" in finding.message
@@ -60,7 +60,7 @@ def test_a_tag_naming_another_lmcache_release_is_refused_at_the_tag() -> None:
 
 def test_lmcaches_own_image_is_tagged_with_its_release() -> None:
     own = {"repository": "lmcache/vllm-openai", "tag": "v0.5.6"}
-    [finding] = run(LMCACHE_RULE, good(engine={"image": own}, cache={"lmcacheVersion": "0.5.5"}))
+    [finding] = run(LMCACHE_RULE, good(engine={"image": own}, cache={"lmcacheVersion": "0.4.9"}))
     assert finding.severity == "error" and "is LMCache 0.5.6" in finding.message
     # Another project's image tagged v0.5.6 names its own release, not LMCache's: only unknowable.
     other = {"repository": "example/vllm", "tag": "v0.5.6"}
@@ -177,8 +177,8 @@ def _pod(image: str) -> ManifestsContext:
 @pytest.mark.parametrize(
     ("image", "why"),
     [
-        ("docker.io/LMCache/vllm-openai:v0.5.5", "must be lower case"),
-        ("docker.io//lmcache/vllm-openai:v0.5.5", "is not path components"),
+        ("docker.io/LMCache/vllm-openai:v0.4.9", "must be lower case"),
+        ("docker.io//lmcache/vllm-openai:v0.4.9", "is not path components"),
         ("docker.io/lmcache/vllm-openai:v0.5 rc1", "tag 'v0.5 rc1'"),
         ("docker.io/lmcache/vllm-openai@" + "d" * 64, "is not sha256:"),
     ],

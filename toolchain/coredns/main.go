@@ -1,5 +1,5 @@
 // CoreDNS with only the plugins of the real-node tier's Corefile (toolchain/realnode/coredns.yaml:
-// errors, health, ready, kubernetes, cache, loop). Upstream's main links every plugin, the cloud DNS
+// errors, health, ready, hosts, kubernetes, cache, loop). Upstream's main links every plugin, the cloud DNS
 // providers' SDKs among them, which make up most of its build time; the server and plugin code are
 // upstream's, unchanged. Built by toolchain/install.sh against the pinned COREDNS_VERSION.
 package main
@@ -9,6 +9,7 @@ import (
 	_ "github.com/coredns/coredns/plugin/cache"
 	_ "github.com/coredns/coredns/plugin/errors"
 	_ "github.com/coredns/coredns/plugin/health"
+	_ "github.com/coredns/coredns/plugin/hosts"
 	_ "github.com/coredns/coredns/plugin/kubernetes"
 	_ "github.com/coredns/coredns/plugin/loop"
 	_ "github.com/coredns/coredns/plugin/ready"

@@ -174,5 +174,9 @@ def kube_proxy(layout: Layout) -> str:
 def coredns_manifests(image: str) -> str:
     """CoreDNS as a Deployment behind the cluster DNS Service (toolchain/realnode/coredns.yaml)."""
     return string.Template(COREDNS_FILE.read_text()).substitute(
-        image=image, cluster_domain=CLUSTER_DOMAIN, dns_service_ip=netns.DNS_SERVICE_IP
+        image=image,
+        cluster_domain=CLUSTER_DOMAIN,
+        dns_service_ip=netns.DNS_SERVICE_IP,
+        node_ip=netns.NODE_IP,
+        node_name=NODE_NAME,
     )

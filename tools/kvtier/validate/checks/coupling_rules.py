@@ -22,8 +22,9 @@ from kvtier.validate.inputs import merge
 from kvtier.validate.rules import Hit, ManifestsContext, ValuesContext, rule
 from kvtier.values import INSTANCE_LABEL, lookup, model_entries
 
-# LMCache's own images (lmcache/vllm-openai) are tagged with LMCache's release (`v0.5.5`); other images
-# may name it in the tag (`0.32.0-lmcache0.5.5`, as values/cpu.yaml's). Nightly and dated tags name none.
+# LMCache's own images (lmcache/vllm-openai) are tagged with LMCache's release (`v<release>`); other images
+# may name it in the tag (`<vLLM release>-lmcache<release>`, as values/cpu.yaml's). Nightly and dated tags
+# name none.
 LMCACHE_IMAGE = re.compile(r"(?:^|/)lmcache/vllm-openai$")
 RELEASE_TAG = re.compile(r"^v?(\d+\.\d+\.\d+(?:\.post\d+)?)$")
 LMCACHE_IN_TAG = re.compile(r"lmcache[-_]?v?(\d+\.\d+\.\d+(?:\.post\d+)?)", re.IGNORECASE)
@@ -122,7 +123,7 @@ def prompt_tokens(words: int) -> tuple[int, int]:
 )
 def test_prompt_covers_a_chunk(ctx: ValuesContext) -> Iterator[Hit]:
     """The test exists with tests.enabled, target standalone, L2 and a model of two replicas or more
-    (templates/tests/crosspod-test-pod.yaml). LMCache 0.5.5 stores len - len % chunk_size tokens
+    (templates/tests/crosspod-test-pod.yaml). LMCache (the pinned one) stores len - len % chunk_size tokens
     (lmcache/v1/token_database.py _chunk_tokens; v1/config.py save_unfull_chunk default False, which the
     chart's config leaves); B's lookup finds only stored chunks (integration/vllm/vllm_v1_adapter.py
     get_num_new_matched_tokens), so B hits only when the prompt has at least chunk_size tokens. The
