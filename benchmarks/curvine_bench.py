@@ -10,7 +10,7 @@ O_DIRECT first, then buffered), all as the engines' user. Each pod times every c
 pod by pod, so a noisy neighbour hits both.
 
     .venv/bin/python benchmarks/curvine_bench.py [--chunks 32] [--chunk-mib 14] [--rounds 2] [--out DIR]
-        [--set worker.hostNetwork=true ...]
+        [--set worker.hostNetwork=false ...]
 
 14 MiB is one 256-token chunk of Qwen2-7B in fp16 (28 layers x 4 KV heads x 128 dims x 2 x 2 bytes per
 token), the reference deployment's model. Prints per-chunk latency (median, p95) and bandwidth per

@@ -14,6 +14,11 @@ differs from a production install, and why:
 - no chart PVC, so its cross-node test Job (two pods on two nodes) is not rendered: this cluster has one
   node. The umbrella's L2 claim is the one the engines use.
 
+Like values/prod-*.yaml, the worker runs in the node's network (`worker.hostNetwork`, with the node's range in
+`networkPolicy.nodeCIDRs`): it registers under the node's name, which the cluster's DNS resolves (realnode's
+CoreDNS `hosts`), so the node's FUSE clients read its blocks from disk (short-circuit). Without it every block
+goes through the worker's RPC, 9x slower than the hostPath stand-in here (docs/curvine-fuse.md).
+
 curvine-fuse sizes its splice pipes just over 1 MiB with F_SETPIPE_SZ, above the default
 `fs.pipe-max-size`, which needs CAP_SYS_RESOURCE; this machine's kernel withholds it even from privileged
 containers, and every FUSE read then fails with EIO. `raised_pipe_max_size` lifts the limit for the install's
@@ -32,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from kvtier import helm, helmyaml, paths, waiting
-from kvtier.cluster.realnode import curvine_images, diagnosis, images
+from kvtier.cluster.realnode import curvine_images, diagnosis, images, netns
 from kvtier.cluster.realnode import lifecycle as realnode
 from kvtier.cluster.realnode.client import Kube
 
@@ -75,7 +80,11 @@ def overlay(cluster: realnode.RealCluster, volumes: Path) -> dict[str, Any]:
             "dataDirs": [{"path": str(volumes / "worker-data"), "type": "SSD", "capacity": DATA_CAPACITY}],
             "dirReserved": "0",
             "resources": SMALL,
+            # As every production environment in values/: the worker registers under the node's name, so
+            # the node's FUSE clients read its blocks from disk (short-circuit), not through its RPC.
+            "hostNetwork": True,
         },
+        "networkPolicy": {"nodeCIDRs": [netns.NODE_CIDR]},
         "csi": {
             "kubeletDir": str(realnode.layout(cluster.name).kubelet),
             "controller": {"resources": SMALL},
