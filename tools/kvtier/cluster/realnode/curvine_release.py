@@ -61,10 +61,6 @@ class Installed:
     volumes: Path  # the node folder with the master's volume and the worker's data dir
     values: Path  # the overlay given to every helm install/upgrade of this release
 
-    @property
-    def data_dir(self) -> Path:
-        return self.volumes / "worker-data"
-
 
 def overlay(cluster: realnode.RealCluster, volumes: Path) -> dict[str, Any]:
     """The values this cluster needs on top of the chart's defaults (the module docstring says why)."""
