@@ -234,13 +234,13 @@ def test_a_restarted_server_pod_serves_the_chunks_again(kube, curvine, component
     assert _read_back(kube, kube.cluster, ns)["sha256"] == EXPECTED_SHA256
 
 
-def test_restarting_the_csi_node_plugin_cuts_mounted_pods_until_they_are_recreated(kube, curvine) -> None:
+def test_restarting_the_csi_node_plugin_cuts_mounted_pods_and_the_claim_on_that_node(kube, curvine) -> None:
     """Upstream's warning, measured: curvine-fuse runs inside the node plugin, so its restart ends every
     FUSE mount of the node. A pod that had the claim mounted gets ENOTCONN on every access: curvine-csi
     v0.4.1 starts no FUSE client again for a mount it finds recorded (pkg/csi/fuse_manager.go), and the
-    kubelet does not publish a running pod's volume again. Once every pod of the node that used the claim
-    is gone, the kubelet unstages it and the next pod mounts a new FUSE client. The chart never restarts
-    the plugin on upgrade (the upgrade test above); docs/reliability.md says what to do after a restart."""
+    kubelet does not publish a running pod's volume again. The claim then stays unreadable on that node
+    (below); a new claim mounts. The chart never restarts the plugin on upgrade (the upgrade test above);
+    docs/reliability.md says what to do after a restart."""
     ns = f"{curvine.namespace}-use"
     holder, _ = run_pod(
         kube, kube.cluster, ns, "print(len(open('/l2/ns/chunk.data', 'rb').read()), flush=True)", keep=True
@@ -255,16 +255,24 @@ def test_restarting_the_csi_node_plugin_cuts_mounted_pods_until_they_are_recreat
     assert seen == "107", f"a pod mounted across the plugin restart saw {seen!r}, expected ENOTCONN (107)"
     # Not waited for: the kubelet tears its volumes down at once but may keep the pod object a while.
     kube.kubectl("delete", "pod", "-n", ns, holder, "--wait=false")
-    try:
-        _wait_unstaged(kube, ns)
-        assert _read_back(kube, kube.cluster, ns)["sha256"] == EXPECTED_SHA256
-    except AssertionError:
-        # One FUSE client serves every volume of the StorageClass on a node: a pod published onto the dead
-        # one leaves its folder behind and no volume of the class mounts there again. On this cluster the
-        # folder is in the plugin container (curvine-csi's fixed /var/lib/kubelet path): a new one is clean.
-        kube.kubectl("delete", "pod", "-n", curvine.namespace, "-l", selector, "--wait=true")
-        curvine_release.wait_ready(kube, curvine)
-        raise
+    _wait_unstaged(kube, ns)
+    # Measured in every run (4 of 4): the next pod on the node cannot read this claim any more (EACCES),
+    # even started after the old pod's volumes were unmounted, and a second plugin restart does not cure
+    # it; why is not known yet (docs/curvine-fuse.md). Should this change, the docs must change with it.
+    phase, log = run_pod(kube, kube.cluster, ns, READER)
+    assert phase == "Failed" and "Permission denied" in log, (
+        f"a pod read the claim after a plugin restart ({phase}): update docs/curvine-fuse.md\n{log}"
+    )
+    # What the umbrella's modules after this one rely on: with no pod holding a claim, a restarted plugin
+    # mounts a new claim of the class, and a chunk goes through it.
+    kube.kubectl("delete", "pod", "-n", curvine.namespace, "-l", selector, "--wait=true")
+    curvine_release.wait_ready(kube, curvine)
+    fresh = f"{ns}-fresh"
+    kube.kubectl("create", "namespace", fresh)
+    _claim(kube, fresh)
+    phase, log = run_pod(kube, kube.cluster, fresh, WRITER)
+    assert phase == "Succeeded", log
+    assert _read_back(kube, kube.cluster, fresh)["sha256"] == EXPECTED_SHA256
 
 
 def _wait_unstaged(kube: Kube, ns: str, timeout: float = 180) -> None:
