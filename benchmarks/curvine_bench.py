@@ -40,7 +40,7 @@ from kvtier.cluster.realnode.client import Kube
 from kvtier.errors import UserError
 from kvtier.plan.facts import REFERENCE
 
-RUN_AS = 1000
+RUN_AS = umbrella_cpu.RUN_AS
 GOAL = 1.25  # issue 55: Curvine within 1.25x of the stand-in on chunk reads
 
 # Runs in the pods: `write DIR COUNT MIB` or `read DIR COUNT MIB`; prints one JSON line of per-chunk seconds.
@@ -81,16 +81,7 @@ print(json.dumps(out))
 
 def _claims(kube: Kube, ns: str, hostpath_dir: Path) -> dict[str, str]:
     """backend -> claim name: one on Curvine's StorageClass, one hostPath PV on the cluster's disk."""
-    curvine = {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {"name": "bench-curvine", "namespace": ns},
-        "spec": {
-            "accessModes": ["ReadWriteMany"],
-            "storageClassName": curvine_release.STORAGE_CLASS,
-            "resources": {"requests": {"storage": "1Gi"}},
-        },
-    }
+    curvine = curvine_release.claim(ns, "bench-curvine")
     hostpath_dir.mkdir(parents=True)
     shutil.chown(hostpath_dir, RUN_AS, RUN_AS)
     items = [curvine, *umbrella_cpu.hostpath_claim(ns, "bench-hostpath", hostpath_dir, "1Gi")]
@@ -103,25 +94,7 @@ def _claims(kube: Kube, ns: str, hostpath_dir: Path) -> dict[str, str]:
 
 
 def _pod(kube: Kube, cluster: realnode.RealCluster, ns: str, name: str, claim: str, args: list[str]) -> dict:
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "restartPolicy": "Never",
-            "securityContext": {"runAsUser": RUN_AS, "runAsGroup": RUN_AS, "fsGroup": RUN_AS},
-            "containers": [
-                {
-                    "name": "io",
-                    "image": cluster.images["python"],
-                    "imagePullPolicy": "Never",
-                    "command": ["python3", "-c", IO_SCRIPT, *args],
-                    "volumeMounts": [{"name": "l2", "mountPath": "/l2"}],
-                }
-            ],
-            "volumes": [{"name": "l2", "persistentVolumeClaim": {"claimName": claim}}],
-        },
-    }
+    pod = curvine_release.consumer_pod(cluster, ns, name, claim, ["-c", IO_SCRIPT, *args])
     kube.kubectl("apply", "-f", "-", stdin=json.dumps(pod))
     phase = kube.wait_phase(ns, name, {"Succeeded", "Failed"}, timeout=900)
     log = kube.kubectl("logs", "-n", ns, name, check=False)

@@ -18,28 +18,18 @@ from pathlib import Path
 import pytest
 
 from kvtier import waiting
-from kvtier.cluster.realnode import curvine_release
+from kvtier.cluster.realnode import curvine_release, umbrella_cpu
 from kvtier.cluster.realnode import lifecycle as realnode
 from kvtier.cluster.realnode.client import Kube
 from kvtier.podscripts import l2_hits
 from kvtier.upstream import curvine_config
 
-RUN_AS = 1000  # the engines' runAsUser and fsGroup in the umbrella chart
+RUN_AS = umbrella_cpu.RUN_AS  # the engines' runAsUser and fsGroup in the umbrella chart
 CLAIM = "shared"
 
 
 def _claim(kube: Kube, ns: str) -> None:
-    claim = {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {"name": CLAIM, "namespace": ns},
-        "spec": {
-            "accessModes": ["ReadWriteMany"],
-            "storageClassName": curvine_release.STORAGE_CLASS,
-            "resources": {"requests": {"storage": "1Gi"}},
-        },
-    }
-    kube.kubectl("apply", "-f", "-", stdin=json.dumps(claim))
+    kube.kubectl("apply", "-f", "-", stdin=json.dumps(curvine_release.claim(ns, CLAIM)))
     kube.kubectl("wait", "-n", ns, "--for=jsonpath={.status.phase}=Bound", f"pvc/{CLAIM}", "--timeout=120s")
 
 
@@ -48,25 +38,7 @@ def run_pod(kube: Kube, cluster, ns: str, script: str, *, keep: bool = False) ->
     the pod running after the script (it sleeps), for a test that acts while the mount is in use."""
     name = f"p-{secrets.token_hex(3)}"
     tail = "\nimport time; print('READY', flush=True); time.sleep(3600)" if keep else ""
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "restartPolicy": "Never",
-            "securityContext": {"runAsUser": RUN_AS, "runAsGroup": RUN_AS, "fsGroup": RUN_AS},
-            "containers": [
-                {
-                    "name": "run",
-                    "image": cluster.images["python"],
-                    "imagePullPolicy": "Never",
-                    "command": ["python3", "-c", textwrap.dedent(script) + tail],
-                    "volumeMounts": [{"name": "l2", "mountPath": "/l2"}],
-                }
-            ],
-            "volumes": [{"name": "l2", "persistentVolumeClaim": {"claimName": CLAIM}}],
-        },
-    }
+    pod = curvine_release.consumer_pod(cluster, ns, name, CLAIM, ["-c", textwrap.dedent(script) + tail])
     kube.kubectl("apply", "-f", "-", stdin=json.dumps(pod))
     if keep:
         waiting.wait_until(

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from kvtier import helm, helmyaml, paths, waiting
-from kvtier.cluster.realnode import curvine_images, diagnosis, images, netns
+from kvtier.cluster.realnode import curvine_images, diagnosis, images, netns, umbrella_cpu
 from kvtier.cluster.realnode import lifecycle as realnode
 from kvtier.cluster.realnode.client import Kube
 
@@ -226,3 +226,42 @@ def remove(kube: Kube, installed: Installed) -> None:
         "delete", "pv", "-l", f"kvtier.io/curvine-ns={installed.namespace}", "--wait=false", check=False
     )
     shutil.rmtree(installed.volumes, ignore_errors=True)
+
+
+def claim(ns: str, name: str, size: str = "1Gi") -> dict[str, Any]:
+    """A ReadWriteMany claim on the release's StorageClass, as the engines' L2 is."""
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": STORAGE_CLASS,
+            "resources": {"requests": {"storage": size}},
+        },
+    }
+
+
+def consumer_pod(cluster: realnode.RealCluster, ns: str, name: str, claim_name: str, argv: list[str]) -> dict:
+    """A pod that runs `python3 <argv>` in the cluster's python image as the engines' user (umbrella_cpu.
+    RUN_AS), with claim `claim_name` at /l2, and stops when it ends."""
+    uid = umbrella_cpu.RUN_AS
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "restartPolicy": "Never",
+            "securityContext": {"runAsUser": uid, "runAsGroup": uid, "fsGroup": uid},
+            "containers": [
+                {
+                    "name": "run",
+                    "image": cluster.images["python"],
+                    "imagePullPolicy": "Never",
+                    "command": ["python3", *argv],
+                    "volumeMounts": [{"name": "l2", "mountPath": "/l2"}],
+                }
+            ],
+            "volumes": [{"name": "l2", "persistentVolumeClaim": {"claimName": claim_name}}],
+        },
+    }
