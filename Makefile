@@ -68,8 +68,8 @@ lint: tools
 	$(VENV)/bin/kvtier lint --ct
 
 ## every test kind: unit, charts, cluster, node, engine. The set-ups run side by side (the Go builds keep
-## the cores busy while pip downloads), and so do the tests: engine and node in one pytest run, cluster,
-## charts and unit in another (toolchain/tests.sh). Each phase logs its time (toolchain/phase.sh).
+## the cores busy while pip downloads), and so do the tests, in three pytest runs (toolchain/tests.sh).
+## Each phase logs its time (toolchain/phase.sh).
 test:
 	@bash toolchain/phase.sh venv $(MAKE) --no-print-directory venv
 	@bash toolchain/phase.sh set-up $(MAKE) --no-print-directory -j3 node-tools engine hyperpod-sdk netpol checkov

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Every test kind for `make test`, in two pytest runs side by side, one per core:
-#   engines  engine, node: vLLM engines on the rig, then the real node's umbrella; one after another,
-#            since two sets of engines on two cores would starve each other (and one real node at a time);
-#   control  cluster, charts, unit: the KWOK control plane, Helm renders and Python. The cluster tests
-#            wait on the control plane much of the time, the render tests fill that time.
-# One run of every kind after another took 4,817 s of tests on an idle machine (2026-12-03): the engine
-# and node kinds about 2,400 s of it, the other three about 2,400 s, with under one core busy on average
-# (3,972 s of CPU). Each line carries its run's name; each run prints its slowest tests and its seconds per
-# module, and logs its own wall and CPU time as a phase (tests-engines, tests-control).
-# Exit status: the engines run's when it failed, else the control run's.
+# Every test kind for `make test`, in three pytest runs side by side on the two cores:
+#   engines  the engine kind (vLLM engines on the rig) and the two longest render modules;
+#   node     the node kind (the real node's Curvine and umbrella, one real node at a time), then unit;
+#   control  cluster and the other charts modules: the KWOK control plane and Helm renders.
+# Each run waits much of its time (engines starting, pods becoming Ready, the control plane answering):
+# two runs side by side used 1.2 of the two cores on average (2026-12-06: 3,220 s of CPU in 2,692 s,
+# engines 2,691 s, control 2,470 s), so a third fills that time. The lanes are balanced by the seconds
+# per module their last runs printed (docs/ci-times.md); the engines on the rig run one OpenMP thread
+# each, so the real node's engines beside them slow both without starving either.
+# Each line carries its run's name; each run prints its slowest tests and its seconds per module, and logs
+# its own wall and CPU time as a phase (tests-engines, tests-node, tests-control).
+# Exit status: the first failed run's, in the order engines, node, control.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 venv=${VENV:-.venv}
@@ -26,16 +28,22 @@ lane() { # lane NAME PYTEST-ARGS...
     tee "$logs/$name.log" | sed -u "s/^/[$name] /"
 }
 
-lane engines tests/engine tests/node &
+# The two longest render modules (about 300 s) run in the engines lane, which has room for them.
+moved=(tests/charts/test_string_rendering.py tests/charts/test_unittest_generated.py)
+lane engines tests/engine "${moved[@]}" -p no:cacheprovider &
 engines=$!
-# No cache provider here: two runs writing .pytest_cache at the end would race.
-lane control tests/cluster tests/charts tests/unit -p no:cacheprovider &
+lane node tests/node tests/unit -p no:cacheprovider &
+node=$!
+# No cache provider: runs writing .pytest_cache at their ends would race.
+lane control tests/cluster tests/charts "${moved[@]/#/--ignore=}" -p no:cacheprovider &
 control=$!
-wait "$control"
-control_status=$?
-wait "$engines"
-engines_status=$?
-# Both lanes' failures again, last, so a log cut to its tail still shows the lane that finished first:
+status=0
+for run in "$engines" "$node" "$control"; do
+  wait "$run"
+  code=$?
+  ((status == 0)) && status=$code
+done
+# Every lane's failures again, last, so a log cut to its tail still shows the lanes that finished first:
 # one line per distinct message (a module fixture's error repeats it for each of its tests), the first
 # test that had it and how many more did.
 summary() { # summary LOG
@@ -49,9 +57,8 @@ summary() { # summary LOG
     more = seen[k] > 1 ? sprintf(" (and %d more)", seen[k] - 1) : ""
     print substr(first[k] more (said[k] == "" ? "" : " - " said[k]), 1, 900) } }' "$1"
 }
-for name in engines control; do
+for name in engines node control; do
   summary "$logs/$name.log" | sed "s/^/tests: [$name] /"
 done
-echo "tests: engines exit $engines_status, control exit $control_status"
-((engines_status != 0)) && exit "$engines_status"
-exit "$control_status"
+echo "tests: exit $status (engines, node, control: the first that failed)"
+exit "$status"

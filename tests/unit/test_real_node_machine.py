@@ -9,13 +9,15 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from kvtier import paths
+from kvtier.cluster.common import binaries
 from kvtier.cluster.realnode import cgroups as realcgroups
-from kvtier.cluster.realnode import netns
+from kvtier.cluster.realnode import machine, netns
 from kvtier.cluster.realnode import routes as realroutes
 from kvtier.errors import UserError
 
@@ -147,3 +149,25 @@ def test_a_machine_without_the_tier_fails_it_under_ci_and_skips_it_elsewhere(tmp
     local = run({})
     assert local.returncode == 0, local.stdout[-2000:]
     assert "1 skipped" in local.stdout and reason in local.stdout and lacks in local.stdout
+
+
+def test_the_machine_mounts_leave_out_the_temp_folder_and_keep_the_rest(tmp_path: Path, need) -> None:
+    """The node test's before/after comparison runs beside the engine tests, which mount tmpfs under the
+    temp folder: the kernel's own mount table (mountinfo) must show a mount there and the snapshot must
+    leave it out, while a mount anywhere else (here the test runs' state folder) is kept."""
+    need(os.geteuid() == 0, "mounts a tmpfs (root only)")
+    elsewhere = Path(tempfile.mkdtemp(dir=os.environ[binaries.STATE_ENV]))
+    mounted = []
+    try:
+        for where in (tmp_path, elsewhere):
+            subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(where)], check=True)
+            mounted.append(where)
+        table = Path("/proc/self/mountinfo").read_text()
+        assert f" {tmp_path} " in table and f" {elsewhere} " in table
+        kept = machine.host_mounts()
+        assert f"{elsewhere} tmpfs tmpfs" in kept
+        assert not any(line.startswith(f"{tmp_path} ") for line in kept), kept
+    finally:
+        for where in mounted:
+            subprocess.run(["umount", str(where)], check=False)
+        elsewhere.rmdir()

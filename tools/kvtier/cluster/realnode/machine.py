@@ -14,6 +14,7 @@ import json
 import os
 import re
 import subprocess
+import tempfile
 from pathlib import Path
 
 from kvtier.cluster.realnode import nodebins
@@ -86,13 +87,18 @@ def _iptables_rules() -> str:
     return "\n".join(line for line in text.splitlines() if not line.startswith("#"))
 
 
-def _mounts() -> list[str]:
+def host_mounts() -> list[str]:
     # Mount point, file system type and source: the IDs and options of an unchanged mount may differ.
+    # Not those under the temp folder: the engine tests beside a node test (toolchain/tests.sh) and other
+    # work mount tmpfs there all the time, and a cluster mounts nothing there (its mounts live in its
+    # private mount namespace; the machine's gets only its network namespace's file under /run/netns).
+    temp = Path(tempfile.gettempdir()).resolve()
     mounts = []
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
         fields = line.split()
         separator = fields.index("-")
-        mounts.append(f"{fields[4]} {fields[separator + 1]} {fields[separator + 2]}")
+        if not Path(fields[4]).is_relative_to(temp):
+            mounts.append(f"{fields[4]} {fields[separator + 1]} {fields[separator + 2]}")
     return sorted(mounts)
 
 
@@ -109,7 +115,7 @@ def snapshot() -> dict[str, object]:
     return {
         "sysctls": global_sysctls(),
         "iptables": _iptables_rules(),
-        "mounts": _mounts(),
+        "mounts": host_mounts(),
         "netns": sorted(p.name for p in Path("/run/netns").glob("*")) if Path("/run/netns").is_dir() else [],
         "links": sorted(re.findall(r"^\d+: ([^:@]+)", _output(["ip", "-o", "link"]), re.M)),
         # Every table: the unreachable routes a real-node cluster adds (realnode.routes) included.
