@@ -194,7 +194,7 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
     ),
     "networkpolicy-node-cidrs": (
         _set("curvine", "networkPolicy", value={"nodeCIDRs": ["10.0.0.0/16"]}),
-        _set("curvine", "worker", value={"hostNetwork": True}),
+        _set("curvine", "networkPolicy", value={"nodeCIDRs": []}),  # the baseline's workers: hostNetwork
         "curvine.worker.hostNetwork is true, but curvine.networkPolicy.nodeCIDRs is empty",
     ),
     "router-exposed-api-key": (
@@ -533,6 +533,13 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
             value=[{"path": "/opt/dlami/nvme/curvine-data", "type": "SSD", "capacity": "600GB"}],
         ),
         "more than ml.g6e.4xlarge's 600 GB instance store",
+    ),
+    # curvine_rules.py: instance-store data dirs want workers registered under the node name
+    "curvine-worker-local-to-its-disk": (
+        _set("curvine", "worker", "hostNetwork", value=True),
+        _set("curvine", "worker", "hostNetwork", value=False),
+        "curvine.worker.dataDirs[0] is on the nodes' instance store (/opt/dlami/nvme/curvine-data), but "
+        "curvine.worker.hostNetwork is false",
     ),
     "l2-claim-on-curvine": (
         _set("cache", "l2", "claim", "storageClassName", value="kv-curvine"),

@@ -169,6 +169,7 @@ def taints(engine: list[Any], worker: list[Any], csi: list[Any] | None = None, *
     values = good()
     values["engine"] = {"tolerations": engine}
     values["curvine"]["worker"]["tolerations"] = worker
+    values["curvine"]["worker"]["hostNetwork"] = False  # the DaemonSet controller's tolerations without it
     if csi is not None:
         values["curvine"]["csi"] = {"node": {"tolerations": csi}}
     for key, value in more.items():

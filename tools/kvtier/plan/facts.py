@@ -7,8 +7,9 @@ config alone (mixture-of-experts). Figures are from each model's published confi
 Hub, https://huggingface.co/<repo id>/blob/main/config.json for the first repo id of each entry (the other ids
 are the same architecture: instruct tunes of a base); the key names are that file's fields. Where a field
 could not be confirmed it is left out (absent `torch_dtype` reads as bfloat16) or the model is not shipped.
-One key is not config.json's: `gated`, true where the Hub repository asks users to accept its licence before
-it serves the files (meta-llama/*, google/gemma-*), so a download without a token is refused (HTTP 401/403).
+One key is not config.json's: `gated`, true where the Hub repository asks users to accept its licence (or
+share contact details) before it serves the files (meta-llama/*, google/gemma-*, mistralai/*), so a download
+without a token is refused (HTTP 401/403).
 `kvtier validate` reads the same entries (kvtier.validate.model_facts), with a user's --model-config or a
 local Hugging Face cache before them.
 
@@ -74,6 +75,10 @@ KNOWN_MODELS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
             "tie_word_embeddings": False,
             "torch_dtype": "bfloat16",
             "sliding_window": 4096,
+            # mistralai/* repositories ask for contact details before serving files: the CI log in
+            # TransformerLensOrg/TransformerLens PR 769 (2024-10-29) shows 401 "gated repo" for
+            # Mistral-7B-v0.1, Mistral-7B-Instruct-v0.1, Mixtral-8x7B(-Instruct)-v0.1, Mistral-Nemo-Base-2407
+            "gated": True,
         },
     ),
     "gemma-2-9b": (
@@ -358,6 +363,7 @@ KNOWN_MODELS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
             "vocab_size": 131072,
             "tie_word_embeddings": False,
             "torch_dtype": "bfloat16",
+            "gated": True,  # see mistral-7b-v0.1
         },
     ),
     "mixtral-8x7b": (
@@ -373,6 +379,7 @@ KNOWN_MODELS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
             "intermediate_size": 14336,
             "vocab_size": 32000,
             "num_parameters": 46.7e9,  # 8 experts, 2 per token: Mistral AI's announcement's total
+            "gated": True,  # see mistral-7b-v0.1
         },
     ),
     "gemma-2-2b": (

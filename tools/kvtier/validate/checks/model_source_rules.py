@@ -82,9 +82,9 @@ def _env_token(values: dict[str, Any]) -> bool:
 
 @rule(
     "gated-model-needs-token",
-    reason="a gated Hub repository (meta-llama, google/gemma: the licence must be accepted first) serves its "
-    'files only with a token of an account that accepted it; anonymously the Hub answers 401 "Cannot access '
-    'gated repo" and vLLM exits before loading anything, on every restart',
+    reason="a gated Hub repository (meta-llama, google/gemma, mistralai: the terms must be accepted first) "
+    "serves its files only with a token of an account that accepted them; anonymously the Hub answers 401 "
+    '"Cannot access gated repo" and vLLM exits before loading anything, on every restart',
     remedy="create a Secret with a Hugging Face token whose account accepted the model's licence and name it "
     "in models[].source.huggingface.tokenSecret (name, key), or serve the model from a claim that holds the "
     "weights (models[].source.pvc)",
