@@ -19,6 +19,7 @@ import yaml
 from render import helm_bin, render
 
 from kvtier import helm, paths
+from kvtier.images import reference
 
 CHART = paths.CHARTS / "kv-tiered-inference"
 ENVIRONMENTS = sorted(paths.VALUES.glob("*.yaml"))
@@ -145,3 +146,64 @@ def test_values_the_chart_refuses_are_refused_naming_them(tmp_path: Path) -> Non
     untagged = tmp_path / "untagged.yaml"
     untagged.write_text("router:\n  image:\n    tag: null\n")
     assert str(untagged) in _refused(untagged)
+
+
+# A registry written with a trailing "/" would join to `reg//repo`, an empty path component that
+# distribution/reference v0.6.0's grammar (reference.go) and so the kubelet refuse; both charts' image
+# helpers drop it. The oracle is the same render with the registry written without the slashes.
+REGISTRY_SLIPS = [
+    ("kv-tiered-inference", paths.VALUES / "cpu.yaml", "engine.image.registry", "my.reg.io"),
+    ("kv-tiered-inference", paths.VALUES / "prod-g6e-4xlarge.yaml", "global.imageRegistry", MIRROR),
+    ("curvine", None, "image.registry", "ghcr.io"),
+    ("curvine", None, "global.imageRegistry", MIRROR),
+]
+
+
+def _image_uses(chart: str, values: Path | None, key: str, registry: str) -> set[tuple[str, str, str, str]]:
+    done = render(chart, values=[values] if values else [], set_values={key: registry})
+    assert done.returncode == 0, done.stderr
+    return {use for doc in yaml.safe_load_all(done.stdout) if doc for use in walk(doc)}
+
+
+@pytest.mark.parametrize("slashes", ["/", "//"])
+@pytest.mark.parametrize(
+    ("chart", "values", "key", "registry"), REGISTRY_SLIPS, ids=[f"{c}-{k}" for c, _, k, _ in REGISTRY_SLIPS]
+)
+def test_a_registry_with_a_trailing_slash_renders_as_without_it(
+    chart: str, values: Path | None, key: str, registry: str, slashes: str
+) -> None:
+    plain = _image_uses(chart, values, key, registry)
+    assert any(use[0].startswith(f"{registry}/") for use in plain), f"{key} reaches no image"
+    slipped = _image_uses(chart, values, key, registry + slashes)
+    assert slipped == plain
+    for image, *_ in slipped:
+        reference.parse(image)  # raises on what the kubelet could not parse
+
+
+@pytest.mark.parametrize(
+    ("chart", "tag_line", "pointer"),
+    [
+        ("kv-tiered-inference", "engine:\n  image:\n    tag: ", "/engine/image/tag"),
+        ("kv-tiered-inference", "router:\n  image:\n    tag: ", "/router/image/tag"),
+        ("curvine", "image:\n  tag: ", "/image/tag"),
+    ],
+)
+@pytest.mark.parametrize("major", [3, 4])
+def test_a_tag_yaml_reads_as_a_number_is_refused_and_a_quoted_one_kept(
+    chart: str, tag_line: str, pointer: str, major: int, tmp_path: Path, need
+) -> None:
+    """`tag: 1.10` is the float 1.1 to YAML, a valid tag of another image; the schema (type string) makes
+    Helm refuse it, and the quoted tag renders as written."""
+    need(helm_bin(major).exists(), f"pinned Helm {major} not built (make tools)")
+    number, quoted = tmp_path / "number.yaml", tmp_path / "quoted.yaml"
+    number.write_text(f"{tag_line}1.10\n")
+    quoted.write_text(f'{tag_line}"1.10"\n')
+    refused = render(chart, values=[number], major=major)
+    assert refused.returncode != 0, f"Helm {major} rendered an unquoted 1.10 tag"
+    assert "values don't meet the specifications of the schema" in refused.stderr
+    assert pointer in refused.stderr and "want string" in refused.stderr, refused.stderr
+    kept = render(chart, values=[quoted], major=major)
+    assert kept.returncode == 0, kept.stderr
+    images = {use[0] for doc in yaml.safe_load_all(kept.stdout) if doc for use in walk(doc)}
+    assert any(image.endswith(":1.10") for image in images), images
+    assert not any(image.endswith(":1.1") for image in images), images

@@ -103,8 +103,12 @@ def _file(tmp_path: Path, values: dict[str, Any]) -> Path:
 
 
 def _router_service(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The router Service clients reach (its HTTP port); an exposed router's metrics Service is not it."""
     [service] = [
-        d for d in find(docs, "Service") if d["metadata"]["labels"]["app.kubernetes.io/component"] == "router"
+        d
+        for d in find(docs, "Service")
+        if d["metadata"]["labels"]["app.kubernetes.io/component"] == "router"
+        and "http" in {p["name"] for p in d["spec"]["ports"]}
     ]
     return service
 
@@ -183,6 +187,70 @@ def test_defaults_keep_the_router_in_the_cluster() -> None:
     assert service["spec"]["type"] == "ClusterIP"
     assert not {"loadBalancerClass", "loadBalancerSourceRanges"} & set(service["spec"])
     assert find(docs, "Ingress") == [] and find(docs, "HTTPRoute") == []
+
+
+def _selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    """matchLabels as the API server reads it: every pair present in the labels."""
+    return selector.items() <= labels.items()
+
+
+@pytest.mark.parametrize("service_type", ["ClusterIP", "NodePort", "LoadBalancer"])
+def test_prometheus_scrapes_each_router_once_and_only_inside_the_cluster(
+    service_type: str, tmp_path: Path
+) -> None:
+    """vllm-router serves /metrics on its own port without the API key: no Service of another type may
+    carry that port. The ServiceMonitor's selector and endpoint port decide its targets (prometheus-operator
+    keeps the endpoints of the selected Services whose port has the endpoint's name), so each router pod is
+    scraped through one Service; the router alerts match that Service's name (the `service` target label)."""
+    base = yaml.safe_load(CPU.read_text())
+    second = {**base["models"][0], "name": "second"}
+    values = {
+        "models": [*base["models"], second],
+        "router": {"service": {"type": service_type}},
+        "metrics": {
+            "serviceMonitor": {"enabled": True},
+            "prometheusRule": {"enabled": True, "assumeApiServed": True},
+        },
+        **KEY,
+    }
+    docs = render_docs(CHART, values=[CPU, _file(tmp_path, values)])
+    [monitor] = find(docs, "ServiceMonitor")
+    [endpoint] = monitor["spec"]["endpoints"]
+    services = find(docs, "Service")
+    for service in services:
+        ports = service["spec"]["ports"]
+        if service["spec"].get("type", "ClusterIP") != "ClusterIP":
+            assert [p["name"] for p in ports] == ["http"], service["metadata"]["name"]
+            assert "metrics" not in {str(p.get("targetPort")) for p in ports}
+    selected = [
+        s
+        for s in services
+        if _selects(monitor["spec"]["selector"]["matchLabels"], s["metadata"]["labels"])
+        and endpoint["port"] in {p["name"] for p in s["spec"]["ports"]}
+    ]
+    routers = [
+        d
+        for d in find(docs, "Deployment")
+        if d["metadata"]["labels"]["app.kubernetes.io/component"] == "router"
+    ]
+    assert len(routers) == 2
+    scraped_names = set()
+    for router in routers:
+        pod_labels = router["spec"]["template"]["metadata"]["labels"]
+        through = [s for s in selected if _selects(s["spec"]["selector"], pod_labels)]
+        assert len(through) == 1, (router["metadata"]["name"], [s["metadata"]["name"] for s in through])
+        assert through[0]["spec"].get("type", "ClusterIP") == "ClusterIP"
+        scraped_names.add(through[0]["metadata"]["name"])
+        if service_type == "ClusterIP":  # unchanged for existing releases: the router Service itself
+            assert through[0]["metadata"]["name"] == router["metadata"]["name"]
+    assert len(selected) == 2
+    [rule] = [
+        r
+        for r in find(docs, "PrometheusRule")[0]["spec"]["groups"][0]["rules"]
+        if r["alert"] == "KVTierRouterNoHealthyWorkers"
+    ]
+    matched = rule["expr"].split("service=~`", 1)[1].split("`", 1)[0]
+    assert set(matched.split("|")) == scraped_names
 
 
 def test_load_balancer_fields_render_only_on_a_load_balancer(tmp_path: Path) -> None:

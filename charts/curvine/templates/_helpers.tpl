@@ -77,6 +77,10 @@ Call with (dict "image" .Values.image "root" $).
 {{- define "curvine.image" -}}
 {{- $registry := .image.registry -}}
 {{- with .root.Values.global }}{{ if .imageRegistry }}{{ $registry = .imageRegistry }}{{ end }}{{ end -}}
+{{- /* A registry written with a trailing "/" (my.reg.io/) would leave an empty path component, which
+distribution/reference v0.6.0's grammar (reference.go: path-component ['/' path-component]*) and so the
+kubelet refuse (InvalidImageName); the slash can only mean the separator the join adds. */ -}}
+{{- $registry = regexReplaceAll "/+$" ($registry | default "") "" -}}
 {{- $repo := .image.repository -}}
 {{- if $registry }}{{ $repo = printf "%s/%s" $registry .image.repository }}{{ end -}}
 {{- if .image.digest -}}

@@ -16,9 +16,26 @@ targets carry `service`; Curvine's come through its own ServiceMonitor. Regexes 
 namespace="{{ .Release.Namespace }}",model_name=~`{{ $names | uniq | join "|" }}`{{ include "kv-tiered-inference.alertExtraSelector" . }}
 {{- end -}}
 
+{{/*
+The label that marks the one Service per router that serves its metrics port (router-service.yaml) and
+that the router ServiceMonitor selects.
+*/}}
+{{- define "kv-tiered-inference.routerMetricsLabel" -}}
+kv-tiered-inference/metrics: router
+{{- end -}}
+
+{{/* That Service's name: the router Service while it is ClusterIP, else <router>-metrics. Input: dict "root" $ "model" <models[] entry>. */}}
+{{- define "kv-tiered-inference.routerMetricsService" -}}
+{{- if eq .root.Values.router.service.type "ClusterIP" -}}
+{{- include "kv-tiered-inference.routerName" . -}}
+{{- else -}}
+{{- include "kv-tiered-inference.routerMetricsName" . -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "kv-tiered-inference.routerSeries" -}}
 {{- $names := list -}}
-{{- range .Values.models -}}{{- $names = append $names (include "kv-tiered-inference.routerName" (dict "root" $ "model" .)) -}}{{- end -}}
+{{- range .Values.models -}}{{- $names = append $names (include "kv-tiered-inference.routerMetricsService" (dict "root" $ "model" .)) -}}{{- end -}}
 namespace="{{ .Release.Namespace }}",service=~`{{ $names | join "|" }}`{{ include "kv-tiered-inference.alertExtraSelector" . }}
 {{- end -}}
 

@@ -74,6 +74,11 @@ pods carry a controller-revision-hash label of the name plus a hash (<= 63).
 {{- include "kv-tiered-inference.suffixedName" (dict "base" (include "kv-tiered-inference.fullname" .root) "suffix" (printf "-%s-router" .model.name) "max" 63) -}}
 {{- end -}}
 
+{{/* The in-cluster Service of an exposed router's metrics port (router-service.yaml). */}}
+{{- define "kv-tiered-inference.routerMetricsName" -}}
+{{- include "kv-tiered-inference.suffixedName" (dict "base" (include "kv-tiered-inference.fullname" .root) "suffix" (printf "-%s-router-metrics" .model.name) "max" 63) -}}
+{{- end -}}
+
 {{- define "kv-tiered-inference.lmcacheConfigName" -}}
 {{- include "kv-tiered-inference.suffixedName" (dict "base" (include "kv-tiered-inference.fullname" .root) "suffix" (printf "-%s-lmcache" .model.name) "max" 63) -}}
 {{- end -}}
