@@ -1,0 +1,116 @@
+"""The cross-pod TTFT benchmark's logic (benchmarks/crosspod_ttft_bench.py): the probe against stand-in
+replicas on 127.0.0.1 sharing a pretend L2, and the per-backend summary against numpy's quantiles (the
+real engines through Curvine: the benchmark itself)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from typing import Any
+
+import numpy
+import pytest
+from test_kvcheck_fakes import FakeReplica, Reply, as_json, serve
+
+from kvtier.bench import crosspod_probe, crosspod_summary
+
+CHUNK = 256
+
+
+class SharedL2Replica(FakeReplica):
+    """A replica whose connector loads, in whole chunks, any prompt another replica stored in `l2`."""
+
+    def __init__(self, l2: set[str]) -> None:
+        super().__init__(hit_tokens=0)
+        self.l2 = l2
+
+    def complete(self, request: dict[str, Any]) -> Reply:
+        prompt = str(request["prompt"])
+        self.hit_tokens = len(prompt.split()) // CHUNK * CHUNK if prompt in self.l2 else 0
+        self.l2.add(prompt)
+        return super().complete(request)
+
+
+def _tokenize(request: dict[str, Any]) -> Reply:
+    return as_json({"count": len(str(request["prompt"]).split())})(request)
+
+
+def test_the_probe_attributes_b_s_hits_to_the_prompt_a_stored_and_none_to_the_fresh_one(capsys) -> None:
+    l2: set[str] = set()
+    a, b = SharedL2Replica(l2), SharedL2Replica(l2)
+    with serve({**a.routes(), ("POST", "/tokenize"): _tokenize}) as sa, serve(b.routes()) as sb:
+        argv = ["--a", sa.url, "--b", sb.url, "--model", "m", "--trials", "3", "--warmup", "1"]
+        assert crosspod_probe.main([*argv, "--min-tokens", "600", "--max-tokens", "700"]) == 0
+    trials = json.loads(capsys.readouterr().out)["trials"]
+    assert len(trials) == 3
+    assert a.requests == 4  # the warm-up's prompt too; A never sees the cold prompts
+    assert b.requests == 8  # each trial: the shared prompt and a fresh one
+    for got in trials:
+        assert 600 - 7 <= got["tokens"] <= 700 + 7  # the tokenizer's count, within sized_prompt's 1 %
+        assert got["hit_tokens"] == got["tokens"] // CHUNK * CHUNK > 0
+        assert got["cold_hit_tokens"] == 0
+    assert [t["cold_first"] for t in trials] == [True, False, True]  # alternating after the warm-up
+
+
+def test_the_probe_reports_an_unreachable_engine_as_json(capsys) -> None:
+    with serve({}) as dead:
+        assert crosspod_probe.main(["--a", dead.url, "--b", dead.url, "--model", "m", "--trials", "1"]) == 1
+    assert "/tokenize" in json.loads(capsys.readouterr().out)["error"]
+
+
+def test_one_trial_per_call_draws_the_same_length_for_each_backend(capsys) -> None:
+    """The benchmark interleaves the backends one trial at a time: a trial's number, not the calls before it,
+    sets its prompt length and which of B's requests goes first."""
+    lengths = {}
+    for backend in ("first", "second"):
+        l2: set[str] = set()
+        a, b = SharedL2Replica(l2), SharedL2Replica(l2)
+        with serve({**a.routes(), ("POST", "/tokenize"): _tokenize}) as sa, serve(b.routes()) as sb:
+            got = []
+            for number in (3, 4):
+                argv = ["--a", sa.url, "--b", sb.url, "--model", "m", "--trials", "1", "--warmup", "0"]
+                argv += ["--min-tokens", "300", "--max-tokens", "900", "--number", str(number)]
+                assert crosspod_probe.main(argv) == 0
+                [trial] = json.loads(capsys.readouterr().out)["trials"]
+                got.append(trial)
+        assert [t["number"] for t in got] == [3, 4] and [t["cold_first"] for t in got] == [True, False]
+        assert all(t["load1"] >= 0 for t in got)
+        lengths[backend] = [t["tokens"] for t in got]
+    assert lengths["first"] == lengths["second"]
+    assert lengths["first"][0] != lengths["first"][1]  # the two numbers draw different lengths
+
+
+def _trial(hit: float, cold: float, hits: float | None, tokens: int = 1200) -> dict[str, Any]:
+    return {"hit_ttft_s": hit, "cold_ttft_s": cold, "hit_tokens": hits, "tokens": tokens}
+
+
+def test_a_backend_summary_leaves_trials_without_a_hit_out_of_the_hit_figures() -> None:
+    hits = [0.05 + 0.01 * i for i in range(20)]
+    colds = [0.4 + 0.02 * i for i in range(21)]
+    trials = [_trial(h, c, 1024) for h, c in zip(hits, colds, strict=False)]
+    trials.append(_trial(9.0, colds[20], 0))  # B loaded nothing: no cross-pod hit to time
+    got = crosspod_summary.backend(trials)
+    assert (got["trials"], got["invalid"]) == (21, 1)
+    assert got["hit"]["n"] == 20 and got["cold"]["n"] == 21
+    assert got["hit"]["median_s"] == pytest.approx(float(numpy.median(hits)))
+    assert got["hit"]["p95_s"] == pytest.approx(float(numpy.percentile(hits, 95, method="inverted_cdf")))
+    assert got["cold"]["p95_s"] == pytest.approx(float(numpy.percentile(colds, 95, method="inverted_cdf")))
+    assert got["speedup"] == pytest.approx(statistics.median(colds) / statistics.median(hits))
+    assert got["hit_tokens_median"] == 1024
+
+
+@pytest.mark.parametrize("count", [1, 2, 9, 10, 19, 37])
+def test_nearest_rank_matches_numpy_s_inverted_cdf(count: int) -> None:
+    values = [((7 * i) % count) * 0.5 for i in range(count)]
+    for quantile in (0.5, 0.9, 0.95):
+        expected = numpy.percentile(values, quantile * 100, method="inverted_cdf")
+        assert crosspod_summary.nearest_rank(values, quantile) == pytest.approx(float(expected))
+
+
+def test_the_ratio_is_none_where_a_backend_had_no_valid_trial() -> None:
+    valid = crosspod_summary.backend([_trial(0.1, 0.5, 256), _trial(0.3, 0.7, 512)])
+    none_hit = crosspod_summary.backend([_trial(0.1, 0.5, 0), _trial(0.2, 0.6, None)])
+    assert none_hit["hit"] is None and none_hit["speedup"] is None
+    assert crosspod_summary.ratio(none_hit, valid) is None
+    assert crosspod_summary.ratio(valid, valid) == pytest.approx(1.0)
+    assert crosspod_summary.ratio(none_hit, valid, "cold") == pytest.approx(0.55 / 0.6)
