@@ -135,6 +135,9 @@ def summarize(payload: dict[str, Any]) -> bool:
     ratios = {
         "hit": crosspod_summary.ratio(curvine, stand_in, "hit"),
         "cold": crosspod_summary.ratio(curvine, stand_in, "cold"),
+        "hit_paired": crosspod_summary.paired_ratio(
+            payload["backends"]["curvine"]["trials"], payload["backends"]["hostPath"]["trials"]
+        ),
     }
     payload["stats"], payload["ratios"] = stats, ratios
     payload["goal"] = GOAL
@@ -179,8 +182,12 @@ def show(payload: dict[str, Any], console: Console) -> None:
                 f"[yellow]{backend}: {payload['stats'][backend]['invalid']} trial(s) where B loaded no token "
                 "through L2 (left out of the hit figures)"
             )
-    cold = payload["ratios"]["cold"]
+    cold, paired = payload["ratios"]["cold"], payload["ratios"].get("hit_paired")
     console.print(f"cold TTFT curvine / hostPath (median): {f'{cold:.2f}x' if cold else '-'}")
+    console.print(
+        "hit TTFT curvine / hostPath, median of the per-trial ratios (each pair ran back to back): "
+        f"{f'{paired:.2f}x' if paired else '-'}"
+    )
     console.print(
         f"kvtier plan assumes {REFERENCE.l2_read_gib_s} GiB/s for L2 reads across nodes (the reference "
         f"deployment's); p95 of {payload['trials']} trials is their largest value; load: the machine's "

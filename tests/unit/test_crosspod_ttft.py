@@ -114,3 +114,16 @@ def test_the_ratio_is_none_where_a_backend_had_no_valid_trial() -> None:
     assert crosspod_summary.ratio(none_hit, valid) is None
     assert crosspod_summary.ratio(valid, valid) == pytest.approx(1.0)
     assert crosspod_summary.ratio(none_hit, valid, "cold") == pytest.approx(0.55 / 0.6)
+
+
+def test_the_paired_ratio_is_the_median_of_each_numbers_ratio_where_both_hit() -> None:
+    def trial(number: int, hit: float, hits: int = 512) -> dict[str, Any]:
+        return {**_trial(hit, 1.0, hits), "number": number}
+
+    candidate = [trial(0, 0.2), trial(1, 0.9), trial(2, 0.3), trial(3, 0.5, hits=0), trial(4, 0.1)]
+    baseline = [trial(0, 0.1), trial(1, 0.3), trial(2, 0.3), trial(3, 0.1), trial(5, 0.1)]
+    # numbers 0, 1, 2 pair up (3: the candidate loaded nothing; 4 and 5 have no partner)
+    assert crosspod_summary.paired_ratio(candidate, baseline) == pytest.approx(
+        statistics.median([2.0, 3.0, 1.0])
+    )
+    assert crosspod_summary.paired_ratio(candidate[3:4], baseline) is None

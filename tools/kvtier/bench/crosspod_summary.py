@@ -54,3 +54,20 @@ def ratio(candidate: Mapping[str, Any], baseline: Mapping[str, Any], case: str =
     if not candidate.get(case) or not baseline.get(case):
         return None
     return float(candidate[case]["median_s"] / baseline[case]["median_s"])
+
+
+def paired_ratio(
+    candidate: Sequence[Mapping[str, Any]], baseline: Sequence[Mapping[str, Any]]
+) -> float | None:
+    """The median over trial numbers of candidate / baseline hit TTFT, where both trials of a number hit:
+    with the backends interleaved trial by trial, each pair ran at nearly the same moment and prompt length,
+    so a noisy stretch of the machine cancels out of each ratio. None without such a pair."""
+
+    def hits(trials: Sequence[Mapping[str, Any]]) -> dict[int, float]:
+        return {
+            t["number"]: t["hit_ttft_s"] for t in trials if "number" in t and (t.get("hit_tokens") or 0) > 0
+        }
+
+    ours, theirs = hits(candidate), hits(baseline)
+    pairs = [ours[n] / theirs[n] for n in sorted(ours.keys() & theirs.keys()) if theirs[n] > 0]
+    return statistics.median(pairs) if pairs else None
