@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/.tools/bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: venv validate-tools tools cluster-tools node-tools engine hyperpod-sdk netpol checkov check test lint generate publish clean
+.PHONY: venv validate-tools tools cluster-tools node-tools node-images engine hyperpod-sdk netpol checkov check test lint generate publish clean
 
 $(VENV)/.installed: pyproject.toml tools/pytest-helm-unittest/pyproject.toml
 	python3 -m venv $(VENV)
@@ -29,6 +29,11 @@ cluster-tools: venv
 ## iptables, mmdebstrap (Debian packages unpacked into the cache, nothing installed system-wide)
 node-tools: venv
 	PYTHON=$(PY) bash toolchain/install.sh node
+
+## every image the real-node tests import (Debian bases, router, engine, Curvine's), built once into the
+## cache before the tests; each is skipped with its reason where its inputs are absent
+node-images: node-tools engine
+	$(PY) -m kvtier.cluster.realnode.prebuild
 
 ## the real-engine rig (vLLM CPU build + vllm-router) in its own venv, .venv-engine/
 engine:
@@ -68,11 +73,12 @@ lint: tools
 	$(VENV)/bin/kvtier lint --ct
 
 ## every test kind: unit, charts, cluster, node, engine. The set-ups run side by side (the Go builds keep
-## the cores busy while pip downloads), and so do the tests, in three pytest runs (toolchain/tests.sh).
+## the cores busy while pip downloads), the real node's images last, and so do the tests, in three pytest
+## runs (toolchain/tests.sh).
 ## Each phase logs its time (toolchain/phase.sh).
 test:
 	@bash toolchain/phase.sh venv $(MAKE) --no-print-directory venv
-	@bash toolchain/phase.sh set-up $(MAKE) --no-print-directory -j3 node-tools engine hyperpod-sdk netpol checkov
+	@bash toolchain/phase.sh set-up $(MAKE) --no-print-directory -j3 node-tools engine hyperpod-sdk netpol checkov node-images
 	@bash toolchain/phase.sh lint $(MAKE) --no-print-directory lint
 	@VENV=$(VENV) bash toolchain/phase.sh tests bash toolchain/tests.sh
 
