@@ -5,6 +5,7 @@ max-model-len sequence of KV cache) within gpuMemoryUtilization of the GPU's mem
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 import yaml
 
 from kvtier import paths
-from kvtier.plan.capacity import known_model
+from kvtier.plan.capacity import known_config, known_model
 from kvtier.plan.facts import COMPUTE_CAPABILITY, GIB, INSTANCE_TYPES
 from kvtier.validate import catalogue
 from kvtier.validate.checks.gpu_rules import BF16_MIN_CAPABILITY, FLOAT16_NOT_SUPPORTED, kv_bytes_per_gpu
@@ -189,7 +190,7 @@ def test_weights_above_the_budget_are_refused() -> None:
 
 @pytest.mark.parametrize(
     ("utilization", "severity"),
-    [(0.31, "error"), (0.32, "warning"), (0.325, "warning"), (0.33, None), (0.9, None)],
+    [(0.31, "error"), (0.32, "error"), (0.325, "error"), (0.33, None), (0.9, None)],
 )
 def test_the_boundaries_of_weights_and_one_sequence(utilization: float, severity: str | None) -> None:
     # weights 14.18 GiB; one 8192-token sequence of fp16 KV is 0.4375 GiB: 0.325 leaves 0.4372 GiB
@@ -208,12 +209,80 @@ def test_an_fp8_kv_cache_needs_half_the_room() -> None:
     assert _run("gpu-memory-holds-weights", gpuMemoryUtilization=0.325, extraArgs=fp8) == []
 
 
-def test_without_max_model_len_the_models_context_is_needed() -> None:
+def test_without_max_model_len_the_models_context_is_needed_a_warning() -> None:
     values = copy.deepcopy(GOOD)
     del values["models"][0]["maxModelLen"]
     # 32768 tokens (max_position_embeddings) x 57344 B = 1.75 GiB; 0.35 x 44.99 - 14.18 = 1.56 GiB left
     [finding] = _run("gpu-memory-holds-weights", values, gpuMemoryUtilization=0.35)
     assert finding.severity == "warning" and "one 32768-token sequence" in finding.message
+
+
+def test_a_max_model_len_the_kv_cache_cannot_hold_is_refused() -> None:
+    # vllm-project/vllm issue 10517 (and SubgraphRAG issue 19): Llama-3.1-8B at its 131072 positions on a
+    # 24 GB GPU. 8.0e9 parameters x 2 B = 14.96 GiB of 0.9 x 22.49 GiB (an L4) leaves 5.28 GiB; one
+    # 131072-token sequence takes 131072 x 131072 B = 16 GiB (32 layers x 8 KV heads x 128 x 2 x 2 B a token)
+    llama = {
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "dtype": "bfloat16",
+        "instanceType": "ml.g6.2xlarge",
+    }
+    [finding] = _run("gpu-memory-holds-weights", gpuMemoryUtilization=0.9, maxModelLen=131072, **llama)
+    assert finding.severity == "error" and finding.path == "models[0].gpuMemoryUtilization"
+    assert "5.28 GiB is left, less than the 16.00 GiB of KV cache one 131072-token" in finding.message
+    # the report's 20000 tokens served: 2.4 GiB
+    assert _run("gpu-memory-holds-weights", gpuMemoryUtilization=0.9, maxModelLen=16384, **llama) == []
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--decode-context-parallel-size", "2"],
+        ["-dcp", "2"],
+        ["--prefill-context-parallel-size=2"],
+        ["--num-gpu-blocks-override", "4096"],
+        ["--kv-cache-dtype", "fp8", "--kv-cache-dtype-skip-layers", "0,1"],
+        ["--kv-cache-dtype", "int4_per_token_head"],
+    ],
+)
+def test_what_splits_or_resizes_the_kv_cache_leaves_a_warning(args: list[str]) -> None:
+    [finding] = _run("gpu-memory-holds-weights", gpuMemoryUtilization=0.32, extraArgs=args)
+    assert finding.severity == "warning"
+
+
+def test_an_fp8_kv_cache_shortfall_is_still_certain() -> None:
+    # one 8192-token sequence in fp8 is 0.22 GiB; 0.318 x 44.99 - 14.18 = 0.13 GiB
+    [finding] = _run(
+        "gpu-memory-holds-weights", gpuMemoryUtilization=0.318, extraArgs=["--kv-cache-dtype", "fp8_e4m3"]
+    )
+    assert finding.severity == "error"
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"layer_types": ["linear_attention", "full_attention"] * 14},
+        {"layers_block_type": ["mamba", "attention"] * 14},
+        {"mamba_d_state": 128},
+        # sliding-window layers keep only the window's tokens (Mistral 7B v0.1, Gemma 2 and 3)
+        {"sliding_window": 4096, "use_sliding_window": True},
+        {"sliding_window": 4096, "layer_types": ["sliding_attention", "full_attention"] * 14},
+        {"interleaved_sliding_window": 1024},
+    ],
+)
+def test_a_hybrid_models_shortfall_is_a_warning(tmp_path: Path, extra: dict[str, Any]) -> None:
+    # layers that keep a fixed-size state (Mamba, linear attention) take no per-token KV: the count is an
+    # upper bound there, not the lower bound an error needs
+    config = dict(known_config("Qwen/Qwen2-7B-Instruct")[1], **extra)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    values = copy.deepcopy(GOOD)
+    values["models"][0]["gpuMemoryUtilization"] = 0.32
+    loaded = loader.load_text(yaml.safe_dump(values, sort_keys=False), Path("env.yaml"))
+    context = ValuesContext(
+        loaded.data, loaded, origins=Origins([loaded]), model_configs={"Qwen/Qwen2-7B-Instruct": path}
+    )
+    [finding] = catalogue.run_values(context, only=["gpu-memory-holds-weights"])
+    assert finding.severity == "warning"
 
 
 def test_without_utilization_vllms_default_applies() -> None:

@@ -159,6 +159,9 @@ def test_a_given_path_that_is_not_a_config_is_a_usage_error(tmp_path: Path) -> N
         ("Qwen/Qwen3-8B", None),
         # gated on the Hub: TransformerLensOrg/TransformerLens PR 769, modal-labs/modal-examples issue 703
         ("mistralai/Mixtral-8x7B-Instruct-v0.1", True),
+        # vllm-project/vllm PR 3963: 401 "Cannot access gated repo" for meta-llama/Llama-2-7b-hf
+        ("meta-llama/Llama-2-7b-hf", True),
+        ("meta-llama/Llama-2-13b-chat-hf", True),
     ],
 )
 def test_the_shipped_facts_say_which_repositories_are_gated(repo: str, gated: bool | None) -> None:
@@ -213,6 +216,8 @@ def test_rope_scaling_that_vllm_multiplies_is_left_unjudged(tmp_path: Path) -> N
         ("Qwen/Qwen3-8B", 40960),
         ("google/gemma-2-2b-it", 8192),
         ("mistralai/Mistral-Nemo-Base-2407", 128000),
+        ("meta-llama/Llama-2-7b-chat-hf", 4096),
+        ("meta-llama/Llama-2-13b-hf", 4096),
     ],
 )
 def test_shipped_models_contexts(repo: str, limit: int) -> None:

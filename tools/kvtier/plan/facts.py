@@ -171,6 +171,43 @@ KNOWN_MODELS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
             "gated": True,
         },
     ),
+    # Llama 2: 4096 positions and no rope_scaling, so vLLM refuses any longer --max-model-len
+    # (vllm-project/vllm issue 4346); full multi-head attention (KV heads = heads); float16 weights. The
+    # 13B figures are the Hub snapshot's config.json of Llama-2-13b-chat-hf as quoted in
+    # LlamaChinese/Llama-Chinese issue 177; gated like every meta-llama repository (vllm-project/vllm PR
+    # 3963: 401 "Cannot access gated repo" for meta-llama/Llama-2-7b-hf).
+    "llama-2-7b": (
+        ("meta-llama/Llama-2-7b-hf", "meta-llama/Llama-2-7b-chat-hf"),
+        {
+            "model_type": "llama",
+            "max_position_embeddings": 4096,
+            "num_hidden_layers": 32,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 32,
+            "hidden_size": 4096,
+            "intermediate_size": 11008,
+            "vocab_size": 32000,
+            "tie_word_embeddings": False,
+            "torch_dtype": "float16",
+            "gated": True,
+        },
+    ),
+    "llama-2-13b": (
+        ("meta-llama/Llama-2-13b-hf", "meta-llama/Llama-2-13b-chat-hf"),
+        {
+            "model_type": "llama",
+            "max_position_embeddings": 4096,
+            "num_hidden_layers": 40,
+            "num_attention_heads": 40,
+            "num_key_value_heads": 40,
+            "hidden_size": 5120,
+            "intermediate_size": 13824,
+            "vocab_size": 32000,
+            "tie_word_embeddings": False,
+            "torch_dtype": "float16",
+            "gated": True,
+        },
+    ),
     # Qwen2.5: the base checkpoints of 7B and up say 131072 positions, the instruct ones 32768 (longer needs
     # YaRN rope scaling added to config.json); 3B and below say 32768 for both.
     "qwen2.5-0.5b": (

@@ -20,6 +20,7 @@ from typing import Any
 from kvtier.plan.capacity import DTYPE_BYTES, ModelSpec
 from kvtier.plan.facts import COMPUTE_CAPABILITY, GIB
 from kvtier.plan.inputs import kv_dtype_bytes
+from kvtier.upstream import vllm_args, vllm_options
 from kvtier.validate import model_facts
 from kvtier.validate.checks.workload_rules import _gpu_target, instance_facts
 from kvtier.validate.rules import Hit, ValuesContext, rule
@@ -70,6 +71,35 @@ SIZE_CHANGING_FLAGS = (
 )
 SIZE_CHANGING_SHORT = ("-q",)
 VLLM_DEFAULT_UTILIZATION = 0.9  # the pinned vLLM's vllm/config/cache.py CacheConfig.gpu_memory_utilization
+
+# extraArgs that split or fix the KV cache in ways the arithmetic below does not model: context parallelism
+# shares one sequence's KV among ranks (--decode-context-parallel-size/-dcp, --prefill-context-parallel-size/
+# -pcp), a block count override replaces the memory-derived one, and layers kept out of a smaller
+# --kv-cache-dtype (--kv-cache-dtype-skip-layers) take more than it. With one of them, or a KV cache dtype
+# whose size validate does not know, the one-sequence check below stays a warning.
+KV_SPLITTING_FLAGS = (
+    "--decode-context-parallel-size",
+    "--prefill-context-parallel-size",
+    "--num-gpu-blocks-override",
+    "--kv-cache-dtype-skip-layers",
+)
+# KV cache dtypes whose bytes per element validate knows (kvtier.plan.inputs.kv_dtype_bytes): vLLM's auto (the
+# model's dtype), the 16-bit ones and every fp8 variant (one byte); the 4-bit and other packed ones are not
+# modelled.
+KNOWN_KV_DTYPES = ("auto", "float16", "bfloat16", "half")
+# config.json keys of models whose layers are not all attention layers (Mamba, linear attention, hybrid
+# patterns): vLLM keeps a fixed-size state for those, which the per-layer KV arithmetic would overcount.
+HYBRID_CONFIG_KEYS = (
+    "layers_block_type",
+    "hybrid_override_pattern",
+    "attn_layer_indices",
+    "full_attention_interval",
+    "linear_attention_layers",
+)
+# Sliding-window layers keep only the window's tokens in vLLM's KV cache (its hybrid KV cache manager sizes
+# them by min(window, max-model-len)), so the per-token arithmetic overcounts them: uncertain too.
+SLIDING_CONFIG_KEYS = ("interleaved_sliding_window", "sliding_window_pattern")
+ATTENTION_LAYER_TYPES = {"full_attention"}
 
 
 @dataclass(frozen=True)
@@ -310,15 +340,47 @@ def gpu_memory_holds_weights(ctx: ValuesContext) -> Iterator[Hit]:
             continue
         needed = kv_bytes_per_gpu(spec, kv_dtype_bytes(model, DTYPE_BYTES[dtype]), tokens, tp, pp)
         if budget - per_gpu < needed:
+            # without maxModelLen vLLM derives the length from several config keys (the least of them, times
+            # a rope scaling factor): max_position_embeddings alone may be more than it
+            certain = bool(model.get("maxModelLen")) and _kv_arithmetic_is_a_lower_bound(
+                model, weights.facts.config
+            )
             yield Hit(
                 f"models[{i}].gpuMemoryUtilization {utilization:g} gives vLLM {budget / GIB:.1f} GiB of "
                 f"{where}: after {per_gpu / GIB:.1f} GiB of weights, {(budget - per_gpu) / GIB:.2f} GiB is "
                 f"left, less than the {needed / GIB:.2f} GiB of KV cache one {tokens}-token sequence "
                 "(maxModelLen) needs before activations; vLLM refuses a max-model-len its KV cache cannot "
-                "hold",
+                "hold at start: lower maxModelLen or spread the model over more GPUs",
                 ("models", i, "gpuMemoryUtilization"),
-                severity="warning",
+                severity="error" if certain else "warning",
             )
+
+
+def _kv_arithmetic_is_a_lower_bound(model: dict[str, Any], config: dict[str, Any]) -> bool:
+    """Whether kv_bytes_per_gpu is at most what vLLM's _check_enough_kv_cache_memory asks for one
+    max-model-len sequence, so that a shortfall is certain: a KV cache dtype of known size, no extraArgs that
+    split the KV among ranks or fix its blocks, and a model whose layers are all full attention layers. (The
+    budget side is an upper bound already: vLLM's KV memory is gpuMemoryUtilization x the GPU's memory less
+    the weights, the activation peak and non-torch memory; the weights from the parameter count leave out
+    norms and biases.)"""
+    args = model.get("extraArgs")
+    # every option of the pinned vLLM's, so that abbreviations and short forms (-dcp) resolve as vLLM's parser
+    # resolves them, and --kv-cache-dtype stays itself beside --kv-cache-dtype-skip-layers
+    view = vllm_args.read(args if isinstance(args, list) else [], vllm_options.table().known)
+    kv_dtype = (view.value("--kv-cache-dtype", "auto") or "auto").lower()
+    if kv_dtype not in KNOWN_KV_DTYPES and not kv_dtype.startswith("fp8"):
+        return False
+    if any(setting.flag in KV_SPLITTING_FLAGS for setting in view.settings):
+        return False
+    if any(key in config for key in HYBRID_CONFIG_KEYS + SLIDING_CONFIG_KEYS):
+        return False
+    # Qwen2 and others name a window they do not use (use_sliding_window false)
+    if config.get("sliding_window") and config.get("use_sliding_window", True) is not False:
+        return False
+    if any(key.startswith(("mamba", "ssm", "linear_")) for key in config):
+        return False
+    types = config.get("layer_types")
+    return not (isinstance(types, list) and any(t not in ATTENTION_LAYER_TYPES for t in types))
 
 
 # The least an engine needs before /health answers, besides reading the weights: importing vLLM and starting
