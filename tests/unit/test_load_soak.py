@@ -58,6 +58,22 @@ def test_an_answer_that_differs_from_its_reference_is_wrong_and_a_failure_is_not
     assert not soak.clean([r])
 
 
+def test_an_answer_cut_short_while_its_replica_died_is_told_apart_from_a_wrong_one() -> None:
+    down = soak.Injection(down=[(100.0, 140.0)])
+    p = point(
+        record((1,), "alp", sent=95.0),  # in flight when the engine died: its stream ended there
+        record((2,), "be", sent=60.0),  # the same prefix long before the kill: wrong
+        record((3,), "gammaX", sent=120.0),  # longer than its reference while down: wrong
+        record((4,), "dx", sent=120.0),  # not a prefix while down: wrong
+    )
+    r = soak.row("kill-engine", p, ANSWERS, down, rejected=0)
+    assert (r["cut_short_while_down"], r["wrong"]) == (1, 3)
+    assert [e["text"] for e in r["wrong_examples"]] == ["be", "gammaX", "dx"]
+    assert "1 answers cut short" in soak.line(r) and not soak.clean([r])
+    only_cut = soak.row("kill-engine", point(record((1,), "a", sent=101.0)), ANSWERS, down, rejected=0)
+    assert only_cut["wrong"] == 0 and soak.clean([only_cut])
+
+
 def test_a_run_with_right_answers_and_only_explained_failures_is_clean() -> None:
     down = soak.Injection(down=[(10.0, 20.0)])
     rows = [
