@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Every test kind for `make test`, in three pytest runs side by side on the two cores:
-#   engines  the engine kind (vLLM engines on the rig) and the two longest render modules;
-#   node     the node kind (the real node's Curvine and umbrella, one real node at a time), then unit;
+#   engines  the engine kind (vLLM engines on the rig);
+#   node     the node kind (the real node's Curvine and umbrella, one real node at a time), then unit and
+#            the two longest render modules;
 #   control  cluster and the other charts modules: the KWOK control plane and Helm renders.
-# Each run waits much of its time (engines starting, pods becoming Ready, the control plane answering):
-# two runs side by side used 1.2 of the two cores on average (2026-12-06: 3,220 s of CPU in 2,692 s,
-# engines 2,691 s, control 2,470 s), so a third fills that time. The lanes are balanced by the seconds
-# per module their last runs printed (docs/ci-times.md); the engines on the rig run one OpenMP thread
-# each, so the real node's engines beside them slow both without starving either.
+# Each run waits much of its time (engines starting, pods becoming Ready, the control plane answering), so
+# three fill the two cores better than two. The lanes are balanced by the seconds per module their last
+# runs printed (docs/ci-times.md): on 2026-12-06 (a slower two-core machine) engines 4,482 s, control
+# 4,426 s, node 4,079 s, so the render modules (275 s there) moved from engines to node.
 # Each line carries its run's name; each run prints its slowest tests and its seconds per module, and logs
 # its own wall and CPU time as a phase (tests-engines, tests-node, tests-control).
 # Exit status: the first failed run's, in the order engines, node, control.
@@ -28,11 +28,11 @@ lane() { # lane NAME PYTEST-ARGS...
     tee "$logs/$name.log" | sed -u "s/^/[$name] /"
 }
 
-# The two longest render modules (about 300 s) run in the engines lane, which has room for them.
+# The two longest render modules (about 275 s) run last in the node lane, which ends first.
 moved=(tests/charts/test_string_rendering.py tests/charts/test_unittest_generated.py)
-lane engines tests/engine "${moved[@]}" -p no:cacheprovider &
+lane engines tests/engine -p no:cacheprovider &
 engines=$!
-lane node tests/node tests/unit -p no:cacheprovider &
+lane node tests/node tests/unit "${moved[@]}" -p no:cacheprovider &
 node=$!
 # No cache provider: runs writing .pytest_cache at their ends would race.
 lane control tests/cluster tests/charts "${moved[@]/#/--ignore=}" -p no:cacheprovider &
