@@ -51,10 +51,11 @@ def model_entries(values: dict[str, Any]) -> Iterator[tuple[int, dict[str, Any]]
         yield from ((i, m) for i, m in enumerate(models) if isinstance(m, dict))
 
 
-def extra_args(model: dict[str, Any]) -> vllm_args.Argv:
-    """A model's extraArgs as vLLM reads them (none when they are not a list: the schema reports that)."""
+def extra_args(model: dict[str, Any], known: vllm_args.Options = vllm_args.KNOWN) -> vllm_args.Argv:
+    """A model's extraArgs as vLLM reads them (none when they are not a list: the schema reports that);
+    `known`: the options whose names and arities resolve (vllm_args.read)."""
     args = model.get("extraArgs")
-    return vllm_args.read(args if isinstance(args, list) else [])
+    return vllm_args.read(args if isinstance(args, list) else [], known)
 
 
 def tensor_parallel_arg(model: dict[str, Any]) -> str | None:

@@ -300,8 +300,10 @@ def row(
     failed = [r for r in point.records if not r["ok"]]
     down = [r for r in failed if while_down(r)]
     differ = [r for r in point.records if r["ok"] and r["text"] != answers[tuple(r["hash_ids"])]]
-    cut = [r for r in differ if cut_short(r)]
-    wrong = [r for r in differ if not cut_short(r)]
+    cut: list[dict[str, Any]] = []
+    wrong: list[dict[str, Any]] = []
+    for r in differ:
+        (cut if cut_short(r) else wrong).append(r)
     return {
         "fault": fault,
         "requests": len(point.records),

@@ -20,7 +20,7 @@ from typing import Any
 from kvtier.plan.capacity import DTYPE_BYTES, ModelSpec
 from kvtier.plan.facts import COMPUTE_CAPABILITY, GIB
 from kvtier.plan.inputs import kv_dtype_bytes
-from kvtier.upstream import vllm_args, vllm_options
+from kvtier.upstream import vllm_options
 from kvtier.validate import model_facts
 from kvtier.validate.checks.workload_rules import _gpu_target, instance_facts
 from kvtier.validate.rules import Hit, ValuesContext, rule
@@ -363,10 +363,9 @@ def _kv_arithmetic_is_a_lower_bound(model: dict[str, Any], config: dict[str, Any
     budget side is an upper bound already: vLLM's KV memory is gpuMemoryUtilization x the GPU's memory less
     the weights, the activation peak and non-torch memory; the weights from the parameter count leave out
     norms and biases.)"""
-    args = model.get("extraArgs")
     # every option of the pinned vLLM's, so that abbreviations and short forms (-dcp) resolve as vLLM's parser
     # resolves them, and --kv-cache-dtype stays itself beside --kv-cache-dtype-skip-layers
-    view = vllm_args.read(args if isinstance(args, list) else [], vllm_options.table().known)
+    view = extra_args(model, vllm_options.table().known)
     kv_dtype = (view.value("--kv-cache-dtype", "auto") or "auto").lower()
     if kv_dtype not in KNOWN_KV_DTYPES and not kv_dtype.startswith("fp8"):
         return False
