@@ -105,6 +105,7 @@ def test_helm_tests_crosspod_check_passes_on_the_rendered_engines(
     del measured  # runs after the measurement, so its fresh prompts do not disturb the table
     a, b = (process.url for process in tiered.started)
     outcome = kvcheck.check_crosspod(a, b, engine_rig.MODEL_NAME, words=1200, settle_s=2)
+    print(f"[lmcache] crosspod: {outcome['summary']}; A's L2 writes: {outcome['a_l2_writes']}")
     assert outcome["ok"] is True, outcome["summary"]
     assert outcome["b"]["external_hit_tokens"] >= 1024
 

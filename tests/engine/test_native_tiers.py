@@ -186,8 +186,11 @@ def test_helm_tests_crosspod_check_passes_on_the_rendered_engines(
     del crossed
     a, b = (process.url for process in native.started)
     outcome = kvcheck.check_crosspod(a, b, engine_rig.MODEL_NAME, words=1200, settle_s=2)
+    print(f"[native] crosspod: {outcome['summary']}; A's L2 writes: {outcome['a_l2_writes']}")
     assert outcome["ok"] is True, outcome["summary"]
     assert outcome["b"]["external_hit_tokens"] >= 1024
+    # B was asked once vLLM's own metrics said A's cascade to the fs tier had landed, not after a guess
+    assert outcome["a_l2_writes"]["landed"] is True, outcome["a_l2_writes"]
 
 
 def test_a_crashed_replica_takes_its_cpu_tier_region_over(

@@ -222,6 +222,35 @@ def test_crosspod_names_the_missing_lmcache_metric() -> None:
     assert not outcome["ok"] and "PROMETHEUS_MULTIPROC_DIR" in outcome["summary"]
 
 
+def _crosspod_through_l2(write_s: float, write_wait_s: float) -> dict:
+    """A's answer lands in the shared L2 `write_s` after it; B hits only what has landed."""
+    l2: set[str] = set()
+    a, b = FakeReplica(l2=l2, write_s=write_s), FakeReplica(hit_tokens=1024, l2=l2)
+    with serve(a.routes()) as sa, serve(b.routes()) as sb:
+        return kvcheck.check_crosspod(sa.url, sb.url, "tiny", words=50, settle_s=0, write_wait_s=write_wait_s)
+
+
+def test_crosspod_asks_b_once_as_writes_have_landed() -> None:
+    outcome = _crosspod_through_l2(write_s=1.5, write_wait_s=10)
+    assert outcome["ok"], outcome
+    writes = outcome["a_l2_writes"]
+    assert writes["landed"] is True and writes["metric"] == "vllm:kv_offload_tiering_write_bytes"
+    assert 1.0 <= writes["waited_s"] < 10, writes
+
+
+def test_crosspod_names_writes_that_never_landed() -> None:
+    outcome = _crosspod_through_l2(write_s=60, write_wait_s=0.5)
+    assert not outcome["ok"]
+    assert outcome["a_l2_writes"]["landed"] is False and outcome["a_l2_writes"]["pending"] == 1
+    assert "A's writes to L2 had not landed" in outcome["summary"], outcome["summary"]
+
+
+def test_crosspod_without_write_metrics_falls_back_to_the_settle_pause() -> None:
+    outcome = _crosspod(b_hits=1024, b_delay=0.0)
+    assert outcome["a_l2_writes"] == {"landed": None, "waited_s": outcome["a_l2_writes"]["waited_s"]}
+    assert outcome["a_l2_writes"]["waited_s"] < 1
+
+
 def test_long_prompt_starts_with_its_nonce() -> None:
     one, two = kvcheck.long_prompt(100), kvcheck.long_prompt(100)
     assert one.split()[:2] != two.split()[:2]

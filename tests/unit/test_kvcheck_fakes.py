@@ -118,14 +118,31 @@ class FakeReplica:
     """A stand-in vLLM replica: streams completions and counts them in its /metrics.
 
     `hit_tokens` is what one request adds to the external (LMCache) hit counter; None = no such metric.
+    With a shared `l2` (a set of prompts), a request hits only when its prompt is there, and each prompt
+    lands there `write_s` seconds after its answer, as vLLM's cascade to its fs tier does; the replica
+    then exports that tier's write counter and its gauge of writes under way.
     """
 
-    def __init__(self, hit_tokens: int | None = 0) -> None:
+    def __init__(
+        self, hit_tokens: int | None = 0, l2: set[str] | None = None, write_s: float | None = None
+    ) -> None:
         self.requests = 0
         self.hit_tokens = hit_tokens
         self.external_hits = 0
         self.l0_hits = 0
         self.seen: set[str] = set()
+        self.l2, self.write_s = l2, write_s
+        self.writes: list[tuple[float, str]] = []  # (when it lands, prompt)
+        self.lock = threading.Lock()
+
+    def _land_writes(self) -> tuple[int, int]:
+        """Writes landed and under way now; the landed ones' prompts join the shared L2."""
+        with self.lock:
+            now = time.monotonic()
+            landed = [prompt for when, prompt in self.writes if when <= now]
+            if self.l2 is not None:
+                self.l2.update(landed)
+            return len(landed), len(self.writes) - len(landed)
 
     def complete(self, request: dict[str, Any]) -> Reply:
         """Like a prefix cache: a prompt seen before counts its words as L0 hit tokens."""
@@ -134,8 +151,12 @@ class FakeReplica:
         if prompt in self.seen:
             self.l0_hits += len(prompt.split())
         self.seen.add(prompt)
-        if self.hit_tokens is not None:
+        self._land_writes()
+        if self.hit_tokens is not None and (self.l2 is None or prompt in self.l2):
             self.external_hits += self.hit_tokens
+        if self.write_s is not None:
+            with self.lock:
+                self.writes.append((time.monotonic() + self.write_s, prompt))
         return 200, "text/event-stream", sse(token("a"), token("b"))
 
     def _metrics(self, _request: dict[str, Any]) -> Reply:
@@ -147,6 +168,12 @@ class FakeReplica:
         ]
         if self.hit_tokens is not None:
             lines.append(f"lmcache:num_hit_tokens_total {self.external_hits}.0")
+        if self.write_s is not None:
+            landed, under_way = self._land_writes()
+            lines += [
+                f'vllm:kv_offload_tiering_write_bytes_total{{tier="1:fs"}} {landed * 4096}.0',
+                f'vllm:kv_offload_tiering_active_cascade_jobs{{tier="1:fs"}} {under_way}.0',
+            ]
         return 200, "text/plain", "\n".join(lines).encode()
 
     def routes(self) -> dict[tuple[str, str], Route]:

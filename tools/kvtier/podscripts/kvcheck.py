@@ -38,6 +38,12 @@ L0_QUERY_METRICS = ("vllm:prefix_cache_queries",)
 EXTERNAL_HIT_METRICS = ("lmcache:num_hit_tokens", "vllm:external_prefix_cache_hits")
 L2_READ_METRICS = ("lmcache:num_remote_read_requests", "lmcache:remote_read_requests")
 REQUESTS_METRICS = ("vllm:request_success",)
+# A replica's writes to the shared tier: a counter that advances when one lands, and a gauge of those
+# under way. vLLM's offloading cascades CPU chunks to its secondary tiers after the answer
+# (TieringOffloadingMetrics, vllm/v1/kv_offload/tiering/base.py, 0.32); LMCache counts remote puts when
+# it exports them (the engine rig's LMCache 0.5.5 does not: then the settle pause stands in).
+L2_WRITE_METRICS = ("vllm:kv_offload_tiering_write_bytes", "lmcache:num_remote_write_requests")
+L2_PENDING_METRICS = ("vllm:kv_offload_tiering_active_cascade_jobs", "lmcache:remote_put_task_num")
 CHUNK_SUFFIXES = (".data", ".bin")  # a final L2 chunk: LMCache's fs connector, vLLM's fs offloading tier
 WORDS = (  # noqa: SIM905 (a vocabulary reads best as prose)
     "cache tier replica prefix token router chunk memory storage node cluster latency request model "
@@ -269,18 +275,30 @@ def check_crosspod(
     words: int = 1500,
     settle_s: float = 1.0,
     timeout: float = 120.0,
+    write_wait_s: float = 30.0,
 ) -> dict[str, Any]:
     """One long prompt to replica A (cold), then to replica B: B must load it from the shared tier. The
     verdict is B's hit tokens; the two TTFTs are reported, not judged: one sample each on engines that
-    serve other traffic says little, and TTFT belongs to `kvtier bench`, which repeats and pairs them."""
+    serve other traffic says little, and TTFT belongs to `kvtier bench`, which repeats and pairs them.
+    B is asked once A's writes to the shared tier have landed (wait_for_l2_writes): they run after A's
+    answer, and on a busy node they take seconds."""
     metrics_a, metrics_b = metrics_a or metrics_url(a), metrics_b or metrics_url(b)
     prompt = long_prompt(words)
+    before_a = read_metrics(metrics_a, timeout)
     before_b = read_metrics(metrics_b, timeout)
     cold = stream_completion(a, model, prompt, timeout=timeout)
-    time.sleep(settle_s)  # LMCache's remote put may finish just after the response
+    a_writes = wait_for_l2_writes(metrics_a, before_a, write_wait_s, timeout)
+    if a_writes["landed"] is None:
+        time.sleep(settle_s)  # nothing to wait on: give the writes a moment
     warm = stream_completion(b, model, prompt, timeout=timeout)
     deltas = tier_deltas(before_b, read_metrics(metrics_b, timeout))
-    details = {"ttft_a_s": cold["ttft_s"], "ttft_b_s": warm["ttft_s"], "b": deltas, "words": words}
+    details = {
+        "ttft_a_s": cold["ttft_s"],
+        "ttft_b_s": warm["ttft_s"],
+        "b": deltas,
+        "words": words,
+        "a_l2_writes": a_writes,
+    }
     hits = deltas["external_hit_tokens"]
     if hits is None:
         names = " or ".join(EXTERNAL_HIT_METRICS)
@@ -298,9 +316,34 @@ def check_crosspod(
     )
     if hits <= 0:
         summary = "B reported no KV connector hit tokens for A's prompt (shared L2 not reached); " + summary
+        if a_writes["landed"] is False:
+            summary += f"; A's writes to L2 had not landed {a_writes['waited_s']:.0f} s after its answer"
     elif not faster:
         summary += " (B not faster than A in this one sample: compare with `kvtier bench`)"
     return result("crosspod", hits > 0, summary, **details)
+
+
+def wait_for_l2_writes(
+    url: str, before: dict[str, float], limit_s: float, timeout: float = DEFAULT_TIMEOUT
+) -> dict[str, Any]:
+    """Poll a replica's metrics until a write to the shared tier has landed since `before` and none is
+    under way, for at most `limit_s`. `landed` is None where the replica exports neither metric (an
+    engine without a KV connector, or an older one): there is nothing to wait on."""
+    start = time.monotonic()
+    while True:
+        now = read_metrics(url, timeout)
+        name, written = first_metric(now, L2_WRITE_METRICS)
+        waited = time.monotonic() - start
+        if name is None:
+            return {"landed": None, "waited_s": round(waited, 2)}
+        pending = first_metric(now, L2_PENDING_METRICS)[1]
+        old = before.get(name, 0.0)
+        advanced = written > old or written < old  # lower: the counter was reset, so it counts anew
+        if advanced and pending <= 0:
+            return {"landed": True, "waited_s": round(waited, 2), "metric": name}
+        if waited >= limit_s:
+            return {"landed": False, "waited_s": round(waited, 2), "metric": name, "pending": pending}
+        time.sleep(0.25)
 
 
 def check_l2_files(directory: str, minimum: int = 1) -> dict[str, Any]:
