@@ -173,9 +173,10 @@ KNOWN_MODELS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     ),
     # Llama 2: 4096 positions and no rope_scaling, so vLLM refuses any longer --max-model-len
     # (vllm-project/vllm issue 4346); full multi-head attention (KV heads = heads); float16 weights. The
-    # 13B figures are the Hub snapshot's config.json of Llama-2-13b-chat-hf as quoted in
-    # LlamaChinese/Llama-Chinese issue 177; gated like every meta-llama repository (vllm-project/vllm PR
-    # 3963: 401 "Cannot access gated repo" for meta-llama/Llama-2-7b-hf).
+    # 7B figures match microsoft/Olive's examples/llm/config.py for Llama-2-7b-chat-hf, the 13B ones the
+    # Hub snapshot's config.json of Llama-2-13b-chat-hf as quoted in LlamaChinese/Llama-Chinese issue 177;
+    # gated like every meta-llama repository (vllm-project/vllm PR 3963: 401 "Cannot access gated repo" for
+    # meta-llama/Llama-2-7b-hf).
     "llama-2-7b": (
         ("meta-llama/Llama-2-7b-hf", "meta-llama/Llama-2-7b-chat-hf"),
         {
