@@ -41,7 +41,7 @@ REQUESTS_METRICS = ("vllm:request_success",)
 # A replica's writes to the shared tier: a counter that advances when one lands, and a gauge of those
 # under way. vLLM's offloading cascades CPU chunks to its secondary tiers after the answer
 # (TieringOffloadingMetrics, vllm/v1/kv_offload/tiering/base.py, 0.32); LMCache counts remote puts when
-# it exports them (the engine rig's LMCache 0.5.5 does not: then the settle pause stands in).
+# it exports them (the engine rig's LMCache does not: then the settle pause stands in).
 L2_WRITE_METRICS = ("vllm:kv_offload_tiering_write_bytes", "lmcache:num_remote_write_requests")
 L2_PENDING_METRICS = ("vllm:kv_offload_tiering_active_cascade_jobs", "lmcache:remote_put_task_num")
 CHUNK_SUFFIXES = (".data", ".bin")  # a final L2 chunk: LMCache's fs connector, vLLM's fs offloading tier
