@@ -10,7 +10,7 @@ one trial at a time (the first backend alternating too), so a noisy stretch of t
 only one engine computes at a time, the other three idle.
 
     .venv/bin/python benchmarks/crosspod_ttft_bench.py [--trials 8] [--min-tokens 1000] [--max-tokens 1900]
-        [--set worker.hostNetwork=false ...] [-o table|json] [--out DIR]
+        [--backend lmcache|vllm-native] [--set worker.hostNetwork=false ...] [-o table|json] [--out DIR]
 
 A trial (kvtier.bench.crosspod_probe, inside the cluster's network namespace against a release's two
 engine pods): a fresh prompt to pod A, then to pod B, whose TTFT and connector hit tokens are recorded (no
@@ -43,6 +43,7 @@ from kvtier.cluster.realnode import curvine_binaries, curvine_release, images, u
 from kvtier.cluster.realnode import lifecycle as realnode
 from kvtier.cluster.realnode.client import Kube
 from kvtier.engine_rig import rig as engine_rig
+from kvtier.engine_rig import tiers
 from kvtier.engine_rig.errors import RigError
 from kvtier.errors import UserError
 from kvtier.load import experiment
@@ -102,7 +103,7 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         kube = Kube(cluster)
         image = images.engine(progress, engine_rig.engine_python().parent.parent.resolve())
         images.import_into(realnode.layout(name).containerd_socket, [image], progress)
-        values = umbrella_cpu.overlay(cluster, image.ref)
+        values = umbrella_cpu.overlay(cluster, image.ref, backend=args.backend)
         helm.build_dependencies(umbrella_cpu.UMBRELLA)
         with curvine_release.raised_pipe_max_size():
             extra = [arg for setting in args.settings for arg in ("--set", setting)]
@@ -123,6 +124,7 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         "trials": args.trials,
         "tokens": [args.min_tokens, args.max_tokens],
         "curvine_set": args.settings,
+        "connector": args.backend,
         "interleaved": True,
         "backends": results,
     }
@@ -154,7 +156,8 @@ def show(payload: dict[str, Any], console: Console) -> None:
     settings = ", ".join(payload["curvine_set"]) or "the chart's defaults"
     title = (
         f"cross-pod TTFT on replica B: {payload['trials']} trials per backend, prompts of {low}-{high} "
-        f"tokens, backends alternating trial by trial; Curvine: {settings}"
+        f"tokens, backends alternating trial by trial; KV connector: {payload.get('connector', 'lmcache')}; "
+        f"Curvine: {settings}"
     )
     table = Table(title=title)
     columns = ("backend", "valid", "hit tokens", "hit median", "hit p95", "cold median", "cold p95", "load")
@@ -203,6 +206,11 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=8, help="trials per backend (after one warm-up)")
     parser.add_argument("--min-tokens", type=int, default=1000, help="shortest prompt in tokens")
     parser.add_argument("--max-tokens", type=int, default=1900, help="longest prompt in tokens")
+    parser.add_argument(
+        "--backend", choices=(tiers.LMCACHE, tiers.NATIVE), default=tiers.LMCACHE,
+        help="the engines' KV connector (cache.backend): LMCache's buffered chunk reads, or vLLM's "
+        "native offloading, whose fs tier reads with O_DIRECT",
+    )  # fmt: skip
     parser.add_argument(
         "--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
         help="a value for the Curvine chart, as helm --set (repeatable), e.g. worker.hostNetwork=false",

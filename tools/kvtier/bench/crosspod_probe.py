@@ -27,7 +27,8 @@ from typing import Any
 from kvtier.bench import prompts
 from kvtier.podscripts import kvcheck
 
-SETTLE_S = 1.0  # as kvcheck.check_crosspod: LMCache's remote put may finish just after A's response
+SETTLE_S = 1.0  # as kvcheck.check_crosspod, where A exports no write metric to wait on
+WRITE_WAIT_S = 30.0
 TIMEOUT_S = 120.0
 
 
@@ -44,8 +45,12 @@ def trial(
 ) -> dict[str, Any]:
     shared, measured, _ = prompts.sized_prompt(tokens, count)
     fresh, _, _ = prompts.sized_prompt(tokens, count)
+    a_metrics = kvcheck.metrics_url(a)
+    before_a = kvcheck.read_metrics(a_metrics, TIMEOUT_S)
     a_ttft = kvcheck.stream_completion(a, model, shared, timeout=TIMEOUT_S)["ttft_s"]
-    time.sleep(SETTLE_S)
+    # B is timed once A's chunks are in L2, as the helm test's check asks it
+    if kvcheck.wait_for_l2_writes(a_metrics, before_a, WRITE_WAIT_S, TIMEOUT_S)["landed"] is None:
+        time.sleep(SETTLE_S)
     if cold_first:
         cold_ttft, cold_hits = _on_b(b, model, fresh)
         hit_ttft, hits = _on_b(b, model, shared)
