@@ -245,6 +245,29 @@ def test_crosspod_names_writes_that_never_landed() -> None:
     assert "A's writes to L2 had not landed" in outcome["summary"], outcome["summary"]
 
 
+@pytest.mark.parametrize(
+    ("before", "now", "landed"),
+    [
+        (4096, 8192, True),  # a write landed
+        (4096, 4096, False),  # none within the limit
+        (65536, 0, False),  # the engine restarted and has written nothing yet
+        (65536, 4096, True),  # restarted, and its new counter has counted a write
+    ],
+)
+def test_a_write_has_landed_once_the_counter_moved_and_nothing_is_under_way(
+    before: int, now: int, landed: bool
+) -> None:
+    metrics = (
+        f'vllm:kv_offload_tiering_write_bytes_total{{tier="1:fs"}} {now}.0\n'
+        'vllm:kv_offload_tiering_active_cascade_jobs{tier="1:fs"} 0.0\n'
+    )
+    with serve({("GET", "/metrics"): as_text(metrics)}) as s:
+        outcome = kvcheck.wait_for_l2_writes(
+            s.url + "/metrics", {"vllm:kv_offload_tiering_write_bytes": float(before)}, limit_s=0.3
+        )
+    assert outcome["landed"] is landed, outcome
+
+
 def test_crosspod_without_write_metrics_falls_back_to_the_settle_pause() -> None:
     outcome = _crosspod(b_hits=1024, b_delay=0.0)
     assert outcome["a_l2_writes"] == {"landed": None, "waited_s": outcome["a_l2_writes"]["waited_s"]}

@@ -338,7 +338,8 @@ def wait_for_l2_writes(
             return {"landed": None, "waited_s": round(waited, 2)}
         pending = first_metric(now, L2_PENDING_METRICS)[1]
         old = before.get(name, 0.0)
-        advanced = written > old or written < old  # lower: the counter was reset, so it counts anew
+        # lower but above 0: the engine restarted and its new counter has counted writes since
+        advanced = written > old or 0 < written < old
         if advanced and pending <= 0:
             return {"landed": True, "waited_s": round(waited, 2), "metric": name}
         if waited >= limit_s:
