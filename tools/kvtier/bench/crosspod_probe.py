@@ -21,7 +21,6 @@ import json
 import os
 import random
 import sys
-import time
 from typing import Any
 
 from kvtier.bench import prompts
@@ -49,8 +48,7 @@ def trial(
     before_a = kvcheck.read_metrics(a_metrics, TIMEOUT_S)
     a_ttft = kvcheck.stream_completion(a, model, shared, timeout=TIMEOUT_S)["ttft_s"]
     # B is timed once A's chunks are in L2, as the helm test's check asks it
-    if kvcheck.wait_for_l2_writes(a_metrics, before_a, WRITE_WAIT_S, TIMEOUT_S)["landed"] is None:
-        time.sleep(SETTLE_S)
+    kvcheck.wait_for_l2_writes(a_metrics, before_a, WRITE_WAIT_S, SETTLE_S, TIMEOUT_S)
     if cold_first:
         cold_ttft, cold_hits = _on_b(b, model, fresh)
         hit_ttft, hits = _on_b(b, model, shared)

@@ -195,17 +195,19 @@ def first_metric(metrics: dict[str, float], names: tuple[str, ...]) -> tuple[str
     return None, 0.0
 
 
+def counter_increase(old: float, new: float) -> float:
+    """How much a counter rose between two scrapes; one lower than before was reset (the engine
+    restarted) and counts from zero, as PromQL's increase() reads it."""
+    return new - old if new >= old else new
+
+
 def tier_deltas(before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
-    """Cache hits between two scrapes of one engine, by tier (None where the engine has no such metric).
-    A counter lower than before was reset (the engine restarted): it counts from zero, as PromQL's
-    increase() reads it."""
+    """Cache hits between two scrapes of one engine, by tier (None where the engine has no such metric),
+    each a counter_increase."""
 
     def delta(names: tuple[str, ...]) -> float | None:
         name, value = first_metric(after, names)
-        if name is None:
-            return None
-        old = before.get(name, 0.0)
-        return value - old if value >= old else value
+        return None if name is None else counter_increase(before.get(name, 0.0), value)
 
     return {
         "requests": delta(REQUESTS_METRICS),
@@ -287,9 +289,7 @@ def check_crosspod(
     before_a = read_metrics(metrics_a, timeout)
     before_b = read_metrics(metrics_b, timeout)
     cold = stream_completion(a, model, prompt, timeout=timeout)
-    a_writes = wait_for_l2_writes(metrics_a, before_a, write_wait_s, timeout)
-    if a_writes["landed"] is None:
-        time.sleep(settle_s)  # nothing to wait on: give the writes a moment
+    a_writes = wait_for_l2_writes(metrics_a, before_a, write_wait_s, settle_s, timeout)
     warm = stream_completion(b, model, prompt, timeout=timeout)
     deltas = tier_deltas(before_b, read_metrics(metrics_b, timeout))
     details = {
@@ -324,23 +324,26 @@ def check_crosspod(
 
 
 def wait_for_l2_writes(
-    url: str, before: dict[str, float], limit_s: float, timeout: float = DEFAULT_TIMEOUT
+    url: str,
+    before: dict[str, float],
+    limit_s: float,
+    fallback_s: float = 0.0,
+    timeout: float = DEFAULT_TIMEOUT,
 ) -> dict[str, Any]:
     """Poll a replica's metrics until a write to the shared tier has landed since `before` and none is
     under way, for at most `limit_s`. `landed` is None where the replica exports neither metric (an
-    engine without a KV connector, or an older one): there is nothing to wait on."""
+    engine without a KV connector, or LMCache without its remote counters): there is nothing to wait
+    on, so it pauses `fallback_s` to give the writes a moment."""
     start = time.monotonic()
     while True:
         now = read_metrics(url, timeout)
         name, written = first_metric(now, L2_WRITE_METRICS)
         waited = time.monotonic() - start
         if name is None:
+            time.sleep(fallback_s)
             return {"landed": None, "waited_s": round(waited, 2)}
         pending = first_metric(now, L2_PENDING_METRICS)[1]
-        old = before.get(name, 0.0)
-        # lower but above 0: the engine restarted and its new counter has counted writes since
-        advanced = written > old or 0 < written < old
-        if advanced and pending <= 0:
+        if counter_increase(before.get(name, 0.0), written) > 0 and pending <= 0:
             return {"landed": True, "waited_s": round(waited, 2), "metric": name}
         if waited >= limit_s:
             return {"landed": False, "waited_s": round(waited, 2), "metric": name, "pending": pending}
