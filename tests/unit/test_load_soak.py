@@ -7,7 +7,8 @@ import contextlib
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -58,20 +59,31 @@ def test_an_answer_that_differs_from_its_reference_is_wrong_and_a_failure_is_not
     assert not soak.clean([r])
 
 
-def test_an_answer_cut_short_while_its_replica_died_is_told_apart_from_a_wrong_one() -> None:
+def test_an_answer_cut_short_is_a_failed_request_bounded_as_failures_are() -> None:
     down = soak.Injection(down=[(100.0, 140.0)])
     p = point(
         record((1,), "alp", sent=95.0),  # in flight when the engine died: its stream ended there
-        record((2,), "be", sent=60.0),  # the same prefix long before the kill: wrong
+        record((2,), "be", sent=60.0),  # the same cut long before the kill: nothing explains it
         record((3,), "gammaX", sent=120.0),  # longer than its reference while down: wrong
         record((4,), "dx", sent=120.0),  # not a prefix while down: wrong
     )
     r = soak.row("kill-engine", p, ANSWERS, down, rejected=0)
-    assert (r["cut_short_while_down"], r["wrong"]) == (1, 3)
-    assert [e["text"] for e in r["wrong_examples"]] == ["be", "gammaX", "dx"]
-    assert "1 answers cut short" in soak.line(r) and not soak.clean([r])
-    only_cut = soak.row("kill-engine", point(record((1,), "a", sent=101.0)), ANSWERS, down, rejected=0)
-    assert only_cut["wrong"] == 0 and soak.clean([only_cut])
+    assert (r["failed"], r["cut_short"], r["failed_while_down"], r["failed_otherwise"]) == (2, 2, 1, 1)
+    assert r["wrong"] == 2 and [e["text"] for e in r["wrong_examples"]] == ["gammaX", "dx"]
+    assert r["cut_short_examples"][0] == {"hash_ids": [1], "chars": 3, "reference_chars": 5}
+    assert r["errors"] == [soak.CUT_SHORT_ERROR]  # the client saw no error: the row says what it was
+    assert "2 failed (2 of them answers cut short" in soak.line(r) and not soak.clean([r])
+    # Cut short while its replica was down: a failure the kill explains, not a clean success.
+    explained = soak.row("kill-engine", point(record((1,), "a", sent=101.0)), ANSWERS, down, rejected=0)
+    assert (explained["failed"], explained["cut_short"], explained["failed_while_down"]) == (1, 1, 1)
+    assert explained["wrong"] == 0 and soak.clean([explained])
+    # With no replica down a cut-short answer is an unexplained failure: the soak fails.
+    quiet = soak.row("none", point(record((2,), "bet", sent=101.0)), ANSWERS, soak.Injection(), rejected=0)
+    assert (quiet["failed"], quiet["failed_otherwise"], quiet["wrong"]) == (1, 1, 0) and not soak.clean(
+        [quiet]
+    )
+    table = soak.table([r])
+    assert "| failed | of them cut short | while down |" in table and "| 2 | 2 | 1 |" in table
 
 
 def test_a_run_with_right_answers_and_only_explained_failures_is_clean() -> None:
@@ -91,7 +103,7 @@ class Breaking:
     def clock_ns(self) -> int:
         return 0
 
-    def kill_engine(self) -> None:
+    def kill_engine(self, killed: Callable[[], None]) -> None:
         raise IndexError("no replica 1")
 
     @contextlib.contextmanager
@@ -148,7 +160,7 @@ def test_unknown_faults_are_refused_before_anything_starts(tmp_path: Path) -> No
 
 
 class Recording:
-    """A soak.Subject that only notes when a replica was killed."""
+    """A soak.Subject that only notes when a replica was killed (confirmed at once)."""
 
     def __init__(self) -> None:
         self.killed_at: list[float] = []
@@ -156,8 +168,9 @@ class Recording:
     def clock_ns(self) -> int:
         return 0
 
-    def kill_engine(self) -> None:
+    def kill_engine(self, killed: Callable[[], None]) -> None:
         self.killed_at.append(time.monotonic())
+        killed()
 
 
 def test_a_fault_counts_its_start_from_when_the_clients_send_not_from_when_they_start() -> None:
@@ -208,3 +221,114 @@ def test_soak_refuses_before_it_starts_anything_and_names_the_flag(
 ) -> None:
     assert cli.main(["soak", "--out", str(tmp_path / "out"), *argv]) == exitcodes.USAGE
     assert said in capsys.readouterr().err
+
+
+class LoadedMachine:
+    """A soak.Subject on a loaded machine: each fault is in force only `late_s` after it is set off (the
+    volume filled, the process reaped), and is noted when it is confirmed and when it ends."""
+
+    def __init__(self, late_s: float, confirms: bool = True) -> None:
+        self.late_s, self.confirms = late_s, confirms
+        self.set_off: list[float] = []
+        self.in_force: list[float] = []
+        self.ended: list[float] = []
+
+    def clock_ns(self) -> int:
+        return 0
+
+    def rejected(self) -> int:
+        return 0
+
+    def chunk_names(self) -> list[str]:
+        return []
+
+    def kill_engine(self, killed: Callable[[], None]) -> None:
+        self.set_off.append(time.monotonic())
+        time.sleep(self.late_s)
+        if self.confirms:
+            self.in_force.append(time.monotonic())
+            killed()
+        time.sleep(0.2)  # the replacement starts
+        self.ended.append(time.monotonic())
+
+    @contextlib.contextmanager
+    def volume_fault(self, fault: str) -> Iterator[None]:
+        self.set_off.append(time.monotonic())
+        time.sleep(self.late_s)
+        if not self.confirms:
+            raise soak.RigError(f"{fault} not confirmed in force within 0 s: a write still fits")
+        self.in_force.append(time.monotonic())
+        try:
+            yield
+        finally:
+            self.ended.append(time.monotonic())
+
+
+def short_load(monkeypatch: pytest.MonkeyPatch, load_s: float) -> list[tuple[float, float]]:
+    """driver.run_point as a point whose one request runs `load_s` once the clients send; the (start, end)
+    of each load is noted."""
+    loads: list[tuple[float, float]] = []
+
+    def run_point(*_args: Any, settle: Callable[[], None], sending: Callable[[], None], **kw: Any) -> Any:
+        kw.get("armed", lambda: None)()
+        sending()
+        start = time.monotonic()
+        time.sleep(load_s)
+        loads.append((start, time.monotonic()))
+        settle()
+        return point(record((1,), "alpha", start))
+
+    monkeypatch.setattr(soak.driver, "run_point", run_point)
+    monkeypatch.setattr(soak.engine_rig, "engine_python", lambda: Path("python"))
+    return loads
+
+
+def soak_points(subject: LoadedMachine, fault: str, timing: soak.Timing) -> dict[str, Any]:
+    planned = [soak.Planned(fault, soak.workload.Mix(requests=1), [])]
+    with ThreadPoolExecutor(max_workers=1) as runner:
+        (row,) = soak.points(
+            subject,
+            None,
+            planned,
+            ANSWERS,
+            1.0,
+            Path("unused"),
+            lambda _: None,
+            runner,
+            timing,
+            3600,  # type: ignore[arg-type]
+        )
+    return row
+
+
+def test_a_volume_fault_confirmed_late_holds_the_load_back_until_it_is_in_force(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    loads = short_load(monkeypatch, load_s=0.4)
+    subject = LoadedMachine(late_s=1.0)
+    row = soak_points(subject, "l2-full", soak.Timing(at_s=0.0, hold_s=60.0))
+    (start, end) = loads[0]
+    assert subject.in_force[0] <= start and subject.ended[0] >= end  # in force for the whole load
+    assert 0.3 <= row["full_s"] <= 1.0 and not row["fault_error"], row  # the window is the load's
+
+
+def test_a_kill_counts_its_window_from_its_confirmation_not_from_when_it_was_set_off() -> None:
+    subject, stop, sending = LoadedMachine(late_s=0.5), threading.Event(), threading.Event()
+    sending.set()
+    result = soak.inject("kill-engine", subject, stop, soak.Timing(at_s=0.0), 0, (), sending)  # type: ignore[arg-type]
+    assert not result.error, result.error
+    (since, until) = result.down[0]
+    assert since >= subject.in_force[0] >= subject.set_off[0] + 0.5 and until >= subject.ended[0]
+    assert result.figures["recovered_s"] < 0.5  # from the process's exit to the replacement, not the signal
+    unseen = soak.inject(
+        "kill-engine", LoadedMachine(0.0, confirms=False), stop, soak.Timing(at_s=0.0), 0, (), sending
+    )  # type: ignore[arg-type]
+    assert "never confirmed" in unseen.error and unseen.down == []
+
+
+def test_a_fault_whose_point_ended_before_it_started_is_an_error_not_an_empty_window() -> None:
+    subject, stop, sending = LoadedMachine(late_s=0.0), threading.Event(), threading.Event()
+    sending.set()
+    threading.Timer(0.2, stop.set).start()  # the clients were done 0.2 s in
+    result = soak.inject("kill-engine", subject, stop, soak.Timing(at_s=5.0), 0, (), sending)  # type: ignore[arg-type]
+    assert "were done before the fault's start" in result.error and subject.set_off == []

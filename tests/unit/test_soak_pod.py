@@ -15,6 +15,15 @@ from typing import Any
 
 import pytest
 import yaml
+from kubernetes.client import (
+    V1Container,
+    V1ContainerPort,
+    V1ObjectMeta,
+    V1Pod,
+    V1PodCondition,
+    V1PodSpec,
+    V1PodStatus,
+)
 
 from kvtier.load import soak, soak_pod, soak_release, soak_rig
 from kvtier.smoke import reach
@@ -198,3 +207,95 @@ def test_the_ballast_takes_every_block_of_a_small_volume(tmp_path: Path, need) -
         with pytest.raises(OSError, match="No space left"):
             (volume / "next.data").write_bytes(b"y" * 8192)
     assert not os.path.ismount(volume)
+
+
+def test_a_namespace_is_gone_only_while_none_of_its_files_is_seen_at_its_path(tmp_path: Path) -> None:
+    directory = namespace(tmp_path, 512, 512)
+    assert not soak_pod.gone(directory)  # not moved yet
+    assert in_pod("away", "--mount", str(directory))["gone"] is True  # confirmed by the move's own command
+    directory.mkdir()  # an engine wrote again meanwhile: new files, the moved ones still absent
+    (directory / "fresh.data").write_bytes(b"new")
+    assert in_pod("gone", "--mount", str(directory))["gone"] is True
+    (directory / "chunk0.data").write_bytes(b"x")  # one of the moved files is seen again: not away
+    assert not soak_pod.gone(directory)
+
+
+def test_the_rigs_volume_faults_are_entered_only_once_confirmed_in_force(
+    tmp_path: Path, need, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    volume = tmp_path / "small"
+    with soak_rig.l2_volume(volume, size="3m") as unmounted:
+        need(not unmounted, unmounted)  # not root
+        directory = volume / "tiny-llama.abc"
+        directory.mkdir()
+        (directory / "chunk0.data").write_bytes(b"x" * 100_000)
+        subject = soak_rig.RigSubject(NotStarted(directory), routers=None)  # type: ignore[arg-type]
+        with subject.volume_fault("l2-full"), pytest.raises(OSError, match="No space left"):
+            (volume / "next.data").write_bytes(b"y" * 8192)
+        with subject.volume_fault("l2-read-only"), pytest.raises(OSError, match="Read-only"):
+            (volume / "next.data").write_bytes(b"y")
+        with subject.volume_fault("l2-gone"):
+            assert soak_pod.chunk_names(directory) == []
+        assert soak_pod.chunk_names(directory) == ["chunk0.data"] and not list(volume.glob(".soak-*"))
+        # A ballast that leaves room (a machine too slow to fill it in time) is an error, not a window.
+        monkeypatch.setattr(soak_rig, "_fill", lambda ballast: None)
+        monkeypatch.setattr(soak, "CONFIRM_S", 0.5)
+        with (
+            pytest.raises(
+                soak.RigError, match=r"l2-full not confirmed in force within 0\.5 s: a write still fits"
+            ),
+            subject.volume_fault("l2-full"),
+        ):
+            pass
+    assert not os.path.ismount(volume)
+
+
+def engine_pod(name: str) -> V1Pod:
+    container = V1Container(name="vllm", ports=[V1ContainerPort(name="http", container_port=8000)])
+    return V1Pod(
+        metadata=V1ObjectMeta(name=name),
+        spec=V1PodSpec(containers=[container]),
+        status=V1PodStatus(phase="Running", conditions=[V1PodCondition(type="Ready", status="True")]),
+    )
+
+
+class DeletingApi:
+    """The API server's pods as a forced delete goes on a loaded node: the deleted pod is still listed for
+    `listed_for` more listings, then its replacement is Ready."""
+
+    def __init__(self, listed_for: int) -> None:
+        self.pods = [engine_pod("engine-a"), engine_pod("engine-b")]
+        self.listed_for = listed_for
+        self.deleted: list[str] = []
+        self.lists_after_delete = 0
+
+    def delete_namespaced_pod(self, name: str, namespace: str, grace_period_seconds: int) -> None:
+        self.deleted.append(name)
+
+    def list_namespaced_pod(self, namespace: str, label_selector: str) -> Any:
+        if self.deleted:
+            self.lists_after_delete += 1
+            if self.lists_after_delete > self.listed_for:
+                self.pods = [p for p in self.pods if p.metadata.name not in self.deleted]
+                self.pods += [] if len(self.pods) == 2 else [engine_pod("engine-c")]
+        return type("PodList", (), {"items": list(self.pods)})()
+
+
+def test_a_release_pod_kill_is_confirmed_once_the_api_no_longer_lists_the_pod(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    api = DeletingApi(listed_for=3)
+    subject = soak_release.ReleaseSubject(
+        lambda: api, "inference", reach.Selectors.for_release("kv"), None, True
+    )
+    confirmed: list[int] = []
+    subject.kill_engine(lambda: confirmed.append(api.lists_after_delete))
+    assert api.deleted == ["engine-b"] and confirmed == [4]  # not before the listing without it
+    monkeypatch.setattr(soak, "CONFIRM_S", 0.5)
+    stuck = DeletingApi(listed_for=10**6)
+    subject = soak_release.ReleaseSubject(
+        lambda: stuck, "inference", reach.Selectors.for_release("kv"), None, True
+    )
+    with pytest.raises(soak.RigError, match=r"engine-b still listed 0\.5 s after its forced delete"):
+        subject.kill_engine(lambda: confirmed.append(-1))
+    assert confirmed == [4]

@@ -121,14 +121,16 @@ class TieredRig(processes.Rig):
         self.log(f"{process.name} (added) ready at {process.url} ({took:.0f} s)")
         return process
 
-    def kill_and_restart(self, index: int) -> processes.Process:
+    def kill_and_restart(self, index: int, killed: Callable[[], None] = lambda: None) -> processes.Process:
         """SIGKILL replica `index` (a crash: nothing of it cleans up) and start it again as the kubelet
-        restarts a container: same pod, so same pod name, volumes and address (port); returned once ready."""
+        restarts a container: same pod, so same pod name, volumes and address (port); returned once ready.
+        `killed()` runs once the killed process has exited (the soak's window starts there)."""
         old = self.started[index]
         # vLLM's message queues of the killed process stay in /dev/shm as they would in the pod; the rig
         # removes them (a restart never reopens them), leaving the CPU tier's region to the new process.
         leftovers = processes.shm_segments(old.popen.pid) - {self.shm_region(index)}
         processes.kill(old)
+        killed()
         for segment in leftovers:
             segment.unlink(missing_ok=True)
         port = int(old.url.rsplit(":", 1)[1])

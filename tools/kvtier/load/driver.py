@@ -137,13 +137,14 @@ def run_point(
     python: Path, target: Target, requests: list[workload.Request], mix: workload.Mix, qps: float,
     work_dir: Path, split_seed: int = 0, max_concurrency: int | None = None,
     settle: Callable[[], None] = lambda: None, request_timeout_s: float = REQUEST_TIMEOUT_S,
-    sending: Callable[[], None] = lambda: None,
+    sending: Callable[[], None] = lambda: None, armed: Callable[[], None] = lambda: None,
 ) -> Point:  # fmt: skip
     """Replay `requests` at `qps` (the trace time-scaled) through every router replica at once; at most
     `max_concurrency` in flight per client when given (the soak's one-at-a-time reference pass).
     `sending()` runs once the first client starts sending (seconds after it starts: vLLM imports first;
-    the soak's faults count from there). `settle()` runs after the clients and before the engines'
-    counters are read again (the soak ends its fault there, so a killed engine is back to be read)."""
+    the soak's faults count from there). `armed()` runs before any client starts: the soak holds the load
+    there until its volume fault is confirmed in force. `settle()` runs after the clients and before the
+    engines' counters are read again (the soak ends its fault there: a killed engine is back to be read)."""
     multiplier = workload.arrival_rate(requests) / qps
     point_dir = work_dir / f"qps-{qps:g}"
     point_dir.mkdir(parents=True, exist_ok=True)
@@ -151,6 +152,7 @@ def run_point(
     origin = requests[0].timestamp  # every client's clock starts at the first request of the whole trace
     clients = []
     before = scrape(target.engine_urls)
+    armed()
     for index, (url, share) in enumerate(zip(target.router_urls, shares, strict=True)):
         if not share:
             continue

@@ -8,7 +8,7 @@ render before the chart is changed.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,10 +81,12 @@ class RouterReplicas(processes.Rig):
         for process in self.started:
             processes.wait_ready(process, "/health", timeout_s=120)
 
-    def kill_and_restart(self, index: int) -> processes.Process:
+    def kill_and_restart(self, index: int, killed: Callable[[], None] = lambda: None) -> processes.Process:
         """SIGKILL router `index` and start it again on the same ports, as the kubelet restarts a container
-        (same pod address; its state, the prefix tree, starts empty); returned once healthy."""
+        (same pod address; its state, the prefix tree, starts empty); returned once healthy. `killed()`
+        runs once the killed process has exited."""
         processes.kill(self.started[index])
+        killed()
         self.started[index] = self._launch(index, "-restarted")
         processes.wait_ready(self.started[index], "/health", timeout_s=120)
         return self.started[index]

@@ -46,6 +46,9 @@ FAULTS = (
     "l2-gone", "l2-full", "l2-read-only",
 )  # fmt: skip
 VOLUME_FAULTS = {"l2-gone": "away_s", "l2-full": "full_s", "l2-read-only": "read_only_s"}  # -> its figure
+# How long a subject may take to see its fault in force (a write refused, the pod gone, the process exited):
+# filling a 2 GiB tmpfs while engines write took seconds on two loaded cores; past this the row says why.
+CONFIRM_S = 120.0
 NOTES = ("files_damaged", "eviction_runs", *VOLUME_FAULTS.values())  # a fault's own figures, in its row
 
 
@@ -55,7 +58,8 @@ class Injection:
     chunk files it removed itself or had eviction runs remove (for lost chunks)."""
 
     figures: dict[str, Any] = field(default_factory=dict)
-    down: list[tuple[float, float]] = field(default_factory=list)  # (from, to) in time.monotonic()
+    # (from, to) in time.monotonic(): from the kill's confirmation (process exited, pod no longer listed)
+    down: list[tuple[float, float]] = field(default_factory=list)
     removed: set[str] = field(default_factory=set)  # chunk files the fault removed or damaged (by name)
     evicting: list[tuple[float, float]] = field(default_factory=list)  # eviction runs, time.monotonic()
     error: str = ""
@@ -63,9 +67,11 @@ class Injection:
 
 @dataclass(frozen=True)
 class Timing:
-    at_s: float = 3.0  # when a fault starts, after the point's clients start sending
+    at_s: float = 3.0  # when a kill, damage or eviction starts, after the point's clients start sending
     interval_s: float = 1.0  # between chunk damages and eviction runs
-    hold_s: float = 8.0  # how long a volume fault holds (the namespace away, the L2 full or read-only)
+    # How long a volume fault holds (the namespace away, the L2 full or read-only) once the clients send;
+    # it is confirmed in force before they start (the point's load waits for it: FaultThread.armed).
+    hold_s: float = 8.0
 
 
 class Subject(Protocol):
@@ -77,11 +83,12 @@ class Subject(Protocol):
     def clock_ns(self) -> int:
         """Now, on the clock that stamps the L2's files."""
 
-    def kill_engine(self) -> None:
-        """Kill one engine replica and return once its replacement is ready."""
+    def kill_engine(self, killed: Callable[[], None]) -> None:
+        """Kill one engine replica, call `killed()` once that is confirmed (its process exited, its pod no
+        longer listed; RigError past CONFIRM_S), and return once its replacement is ready."""
 
-    def kill_router(self) -> None:
-        """Kill one router replica and return once its replacement is ready."""
+    def kill_router(self, killed: Callable[[], None]) -> None:
+        """kill_engine for one router replica."""
 
     def damage(self, kind: str, rng: random.Random, since_ns: int, known: Sequence[str]) -> str | None:
         """soak_pod.damage on one chunk file of this point; its name, or None."""
@@ -96,7 +103,9 @@ class Subject(Protocol):
         """Chunks the engines' plugin refused so far (its log lines)."""
 
     def volume_fault(self, fault: str) -> AbstractContextManager[None]:
-        """`l2-gone`, `l2-full` or `l2-read-only` for the length of the block."""
+        """`l2-gone`, `l2-full` or `l2-read-only` for the length of the block, entered only once the fault
+        is confirmed in force (the namespace absent, a write refused with ENOSPC, or EROFS/EACCES);
+        RigError when it is not within CONFIRM_S."""
 
 
 def evicted(report: dict[str, Any]) -> bool:
@@ -129,52 +138,81 @@ def _evict(subject: Subject, result: Injection) -> None:
 
 
 def _hold(
-    subject: Subject, fault: str, stop: threading.Event, hold_s: float, figures: dict[str, Any]
-) -> None:
-    """The volume fault for `hold_s` (or less, when the point ends first); notes how long it held."""
+    subject: Subject, fault: str, stop: threading.Event, sending: threading.Event | None,
+    armed: threading.Event, hold_s: float, figures: dict[str, Any],
+) -> None:  # fmt: skip
+    """The volume fault, confirmed before the point's load starts (`armed` lets it start), then for `hold_s`
+    of sending (or less, when the point ends first); its figure is how long it was in force while the
+    clients sent, so a fault confirmed late on a slow machine never shows an empty window as a pass."""
     with subject.volume_fault(fault):
+        armed.set()
+        while sending is not None and not sending.wait(0.05):
+            if stop.is_set():
+                figures[VOLUME_FAULTS[fault]] = 0.0
+                return
         since = time.monotonic()
         stop.wait(hold_s)
         figures[VOLUME_FAULTS[fault]] = round(time.monotonic() - since, 1)
 
 
+def _kill(subject: Subject, name: str, result: Injection) -> None:
+    """Kill a replica; its window (and recovery) counts from the kill's confirmation."""
+    confirmed: list[float] = []
+
+    def killed() -> None:
+        confirmed.append(time.monotonic())
+
+    subject.kill_engine(killed) if name == "kill-engine" else subject.kill_router(killed)
+    if not confirmed:
+        raise RigError(f"{name}: the replica came back, but its kill was never confirmed (no exit seen)")
+    back = time.monotonic()
+    result.down.append((confirmed[0], back))
+    result.figures["recovered_s"] = round(back - confirmed[0], 1)
+
+
 def inject(
     name: str, subject: Subject, stop: threading.Event, timing: Timing, seed: int, known: Sequence[str] = (),
-    sending: threading.Event | None = None,
+    sending: threading.Event | None = None, armed: threading.Event | None = None,
 ) -> Injection:  # fmt: skip
-    """Run fault `name` against `subject` from `at_s` after `sending` is set (the clients send) until
-    `stop` is set (the point is over); never raises. `known`: chunk files of the point's prompts written
-    before it (chunk damage aims at them too)."""
+    """Run fault `name` against `subject` until `stop` is set (the point is over); never raises. A volume
+    fault is put in force and confirmed first, then `armed` is set (the point's load waits for it); any
+    other fault sets `armed` at once and starts `at_s` after `sending` is set (the clients send). `known`:
+    chunk files of the point's prompts written before it (chunk damage aims at them too)."""
     result = Injection()
     rng = random.Random(seed)
+    armed = armed or threading.Event()
     try:
         point_started = subject.clock_ns()
+        if name in VOLUME_FAULTS:
+            _hold(subject, name, stop, sending, armed, timing.hold_s, result.figures)
+            return result
+        armed.set()
         while sending is not None and not sending.wait(0.1):
             if stop.is_set():
                 return result
-        if stop.wait(timing.at_s) or name == "none":
+        if name == "none":
             return result
+        if stop.wait(timing.at_s):
+            raise RigError(f"the point's clients were done before the fault's start ({timing.at_s:g} s in)")
         if name in ("kill-engine", "kill-router"):
-            down = time.monotonic()
-            subject.kill_engine() if name == "kill-engine" else subject.kill_router()
-            result.down.append((down, time.monotonic()))
-            result.figures["recovered_s"] = round(time.monotonic() - down, 1)
+            _kill(subject, name, result)
         elif name in soak_pod.DAMAGES:
             _every(stop, timing.interval_s, lambda: _damage(subject, name, rng, point_started, known, result))
         elif name == "evict":
             _every(stop, timing.interval_s, lambda: _evict(subject, result))
-        elif name in VOLUME_FAULTS:
-            _hold(subject, name, stop, timing.hold_s, result.figures)
         else:
             raise RigError(f"unknown fault {name!r}; expected one of {', '.join(FAULTS)}")
     except Exception as error:  # the row says the fault itself broke; the run goes on
         result.error = f"{type(error).__name__}: {error}"
+    finally:
+        armed.set()  # a fault that broke holds no load back
     return result
 
 
 class FaultThread:
-    """Fault `name` on the soak's fault thread from start(); finish() stops it and waits for it (a killed
-    engine is back when it returns), then `injection` holds what it did.
+    """Fault `name` on the soak's fault thread from start(); wait_armed() returns once the fault lets the
+    load start; finish() stops it and waits for it (a killed engine is back when it returns), then
+    `injection` holds what it did.
 
     Every fault runs on one thread that outlives the rig (`runner`): a replica restarted from a thread
     dies with it, since the rig's processes get SIGTERM when the thread that started them exits (Linux's
@@ -185,13 +223,20 @@ class FaultThread:
     ) -> None:
         self.stop = threading.Event()
         self.sending = threading.Event()  # set by the driver once the clients send
+        self.armed = threading.Event()  # set by the fault once the load may start
         self.injection = Injection()
-        self._args = (planned.fault, subject, self.stop, timing, seed, planned.known, self.sending)
+        events = (self.stop, timing, seed, planned.known, self.sending, self.armed)
+        self._args = (planned.fault, subject, *events)
         self._runner = runner
         self._future: Future[Injection] | None = None
 
     def start(self) -> None:
         self._future = self._runner.submit(inject, *self._args)
+
+    def wait_armed(self) -> None:
+        """Until the fault is in force (a volume fault) or has started waiting for the clients; a subject
+        bounds its confirmation by CONFIRM_S, and a fault thread stuck past that holds the load no longer."""
+        self.armed.wait(CONFIRM_S + 30.0)
 
     def finish(self) -> None:
         self.stop.set()
@@ -274,6 +319,20 @@ def _last_line(error: str) -> str:
     return lines[-1] if lines else ""
 
 
+def cut_short(record: dict[str, Any], answers: dict[tuple[int, ...], str]) -> bool:
+    """An answer the client took as a success that stops early: a strict prefix of its greedy reference.
+
+    vllm bench serve marks a request ok once any chunk arrived and keeps what streamed, whether or not
+    the stream ended with a finish_reason and `data: [DONE]` (docs/reliability.md); the text alone tells a
+    truncated answer from a finished one only as a strict prefix of the greedy reference, which a finished
+    greedy answer to the same request equals. A careful client fails such a stream: so does the soak."""
+    text, reference = record["text"] or "", answers[tuple(record["hash_ids"])]
+    return record["ok"] and len(text) < len(reference) and reference.startswith(text)
+
+
+CUT_SHORT_ERROR = "answer cut short: a strict prefix of its reference, though the client saw no error"
+
+
 def row(
     fault: str,
     point: driver.Point,
@@ -282,35 +341,29 @@ def row(
     rejected: int,
     lost: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """One table row: what failed, when, and which answers differ from their reference."""
+    """One table row: what failed (errors and answers cut short), when, and which answers are wrong."""
 
     def while_down(record: dict[str, Any]) -> bool:
         sent = record.get("sent_s")
         return sent is not None and any(a - IN_FLIGHT_S <= sent <= b for a, b in injection.down)
 
-    def cut_short(record: dict[str, Any]) -> bool:
-        # An answer that stops early, a strict prefix of its reference, in flight while its replica died:
-        # the stream ended with the engine, and the client (vllm bench serve, like an OpenAI client that
-        # does not check finish_reason) took what had arrived as the answer. Measured on the real node
-        # (2026-12-06, kill-engine, 2 of 12). Any other difference, a prefix outside that window included,
-        # is a wrong answer.
-        text, reference = record["text"] or "", answers[tuple(record["hash_ids"])]
-        return len(text) < len(reference) and reference.startswith(text) and while_down(record)
-
-    failed = [r for r in point.records if not r["ok"]]
+    cut = [r for r in point.records if cut_short(r, answers)]
+    failed = [r for r in point.records if not r["ok"]] + cut
     down = [r for r in failed if while_down(r)]
-    differ = [r for r in point.records if r["ok"] and r["text"] != answers[tuple(r["hash_ids"])]]
-    cut: list[dict[str, Any]] = []
-    wrong: list[dict[str, Any]] = []
-    for r in differ:
-        (cut if cut_short(r) else wrong).append(r)
+    wrong = [
+        r
+        for r in point.records
+        if r["ok"] and not cut_short(r, answers) and r["text"] != answers[tuple(r["hash_ids"])]
+    ]
+    errors = {_last_line(r["error"])[:200] for r in failed if not r["ok"]}
+    errors |= {CUT_SHORT_ERROR} if cut else set()
     return {
         "fault": fault,
         "requests": len(point.records),
         "failed": len(failed),
+        "cut_short": len(cut),
         "failed_while_down": len(down),
         "failed_otherwise": len(failed) - len(down),
-        "cut_short_while_down": len(cut),
         "wrong": len(wrong),
         "wrong_examples": [
             {
@@ -320,7 +373,15 @@ def row(
             }
             for r in wrong[:3]
         ],
-        "errors": sorted({_last_line(r["error"])[:200] for r in failed})[:3],
+        "cut_short_examples": [
+            {
+                "hash_ids": r["hash_ids"][:3],
+                "chars": len(r["text"] or ""),
+                "reference_chars": len(answers[tuple(r["hash_ids"])]),
+            }
+            for r in cut[:3]
+        ],
+        "errors": sorted(errors)[:3],
         "rejected_chunks": rejected,
         "chunks_lost": len(lost),
         "lost_examples": list(lost[:3]),
@@ -382,7 +443,7 @@ def points(
             point = driver.run_point(
                 engine_rig.engine_python(), target, planned.requests, planned.mix, qps,
                 work_dir / f"{index}-{planned.fault}", settle=thread.finish, sending=thread.sending.set,
-                request_timeout_s=REQUEST_TIMEOUT_S,
+                request_timeout_s=REQUEST_TIMEOUT_S, armed=thread.wait_armed,
             )  # fmt: skip
         injection = thread.injection
         refused = max(0, subject.rejected() - before)  # a killed pod's log is gone with it
@@ -397,16 +458,15 @@ def line(r: dict[str, Any]) -> str:
     extra = {k: v for k, v in r.items() if k in ("recovered_s", *NOTES)}
     said = f" ({r['fault_error']})" if r["fault_error"] else ""
     return (
-        f"{r['fault']}: {r['requests']} requests, {r['failed']} failed ({r['failed_while_down']} while a "
-        f"replica was down), {r.get('cut_short_while_down', 0)} answers cut short by a dying replica, "
-        f"{r['wrong']} wrong answers, {r['rejected_chunks']} chunks refused, "
-        f"{r['chunks_lost']} lost {extra}{said}"
+        f"{r['fault']}: {r['requests']} requests, {r['failed']} failed ({r['cut_short']} of them answers cut "
+        f"short, {r['failed_while_down']} while a replica was down), {r['wrong']} wrong answers, "
+        f"{r['rejected_chunks']} chunks refused, {r['chunks_lost']} lost {extra}{said}"
     )
 
 
 def clean(rows: list[dict[str, Any]]) -> bool:
     """Every fault injected; no wrong answer, no chunk lost that policy did not evict, and no failed request
-    that a replica being down does not explain."""
+    (an answer cut short included) that a replica being down does not explain."""
     return all(
         not r["fault_error"] and r["wrong"] == 0 and r["chunks_lost"] == 0 and r["failed_otherwise"] == 0
         for r in rows
@@ -416,15 +476,15 @@ def clean(rows: list[dict[str, Any]]) -> bool:
 def table(rows: list[dict[str, Any]]) -> str:
     """The soak's table, as plain text (a benchmark's output and the docs' tables)."""
     head = (
-        "fault", "requests", "failed", "while down", "cut short while down", "wrong", "refused chunks",
+        "fault", "requests", "failed", "of them cut short", "while down", "wrong", "refused chunks",
         "lost chunks", "recovered s", "note",
     )  # fmt: skip
     lines = [" | ".join(head), " | ".join("---" for _ in head)]
     for r in rows:
         note = r["fault_error"] or ", ".join(f"{k} {r[k]}" for k in NOTES if k in r)
         cells = (
-            r["fault"], r["requests"], r["failed"], r["failed_while_down"], r.get("cut_short_while_down", 0),
-            r["wrong"], r["rejected_chunks"], r["chunks_lost"], r.get("recovered_s", "-"), note,
+            r["fault"], r["requests"], r["failed"], r["cut_short"], r["failed_while_down"], r["wrong"],
+            r["rejected_chunks"], r["chunks_lost"], r.get("recovered_s", "-"), note,
         )  # fmt: skip
         lines.append(" | ".join(str(c) for c in cells))
     return "\n".join(f"| {line} |" for line in lines)

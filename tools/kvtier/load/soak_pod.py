@@ -131,6 +131,13 @@ def away(directory: Path) -> None:
     directory.rename(directory.with_name(directory.name + AWAY))
 
 
+def gone(directory: Path) -> bool:
+    """Whether the namespace is away in fact: moved aside, and none of the moved chunk files seen at its path
+    (an engine may have made the folder again meanwhile, never with those files)."""
+    aside = directory.with_name(directory.name + AWAY)
+    return aside.is_dir() and not set(chunk_names(directory)) & set(chunk_names(aside))
+
+
 def back(directory: Path) -> None:
     """Bring it back; when an engine made the namespace again meanwhile, keep both sets of files (a file
     written again meanwhile is kept as written)."""
@@ -151,7 +158,7 @@ def back(directory: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="The soak's chunk-file faults in one L2 namespace.")
-    parser.add_argument("command", choices=("where", "now", "list", "damage", "away", "back"))
+    parser.add_argument("command", choices=("where", "now", "list", "damage", "away", "gone", "back"))
     parser.add_argument("--mount", type=Path, required=True, help="the engine's L2 mount")
     parser.add_argument("--kind", choices=DAMAGES, default="change-chunks")
     parser.add_argument("--since-ns", type=int, default=0)
@@ -169,6 +176,9 @@ def main(argv: list[str] | None = None) -> int:
         result["name"] = damage(directory, args.kind, args.since_ns, random.Random(args.seed), known)
     elif args.command == "away":
         away(directory)
+        result["gone"] = gone(directory)
+    elif args.command == "gone":
+        result["gone"] = gone(directory)
     elif args.command == "back":
         back(directory)
     print(json.dumps(result))

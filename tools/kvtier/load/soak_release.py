@@ -82,17 +82,32 @@ class ReleaseSubject:
     def clock_ns(self) -> int:
         return int(self._pod("now")["now_ns"]) if self.mount else time.time_ns()
 
-    def kill_engine(self) -> None:
-        self._kill(self.selectors.engine, "engine")
+    def kill_engine(self, killed: Callable[[], None]) -> None:
+        self._kill(self.selectors.engine, "engine", killed)
 
-    def kill_router(self) -> None:
-        self._kill(self.selectors.router, "router")
+    def kill_router(self, killed: Callable[[], None]) -> None:
+        self._kill(self.selectors.router, "router", killed)
 
-    def _kill(self, selector: str, what: str) -> None:
-        """Force-delete the last Ready pod of `selector`; return once as many are Ready without it."""
+    def _kill(self, selector: str, what: str, killed: Callable[[], None]) -> None:
+        """Force-delete the last Ready pod of `selector`; `killed()` once the API no longer lists it; return
+        once as many are Ready without it."""
         pods = reach.find(self.api, self.namespace, selector, ("http",), what)
         victim = pods[-1].pod
         self.api.delete_namespaced_pod(victim, self.namespace, grace_period_seconds=0)
+
+        def deleted() -> bool:
+            listed = self.api.list_namespaced_pod(self.namespace, label_selector=selector).items
+            return all(p.metadata.name != victim for p in listed)
+
+        waiting.wait_until(
+            deleted,
+            deadline=waiting.deadline_in(soak.CONFIRM_S),
+            fail=lambda _: RigError(
+                f"{what} pod {victim} still listed {soak.CONFIRM_S:g} s after its forced delete"
+            ),
+            interval=0.5,
+        )
+        killed()
 
         def replaced() -> bool:
             listed = self.api.list_namespaced_pod(self.namespace, label_selector=selector).items
@@ -134,8 +149,16 @@ class ReleaseSubject:
         why = self.unsupported(fault)
         if why:
             raise RigError(why)
-        self._pod("away")
+        moved = self._pod("away")
         try:
+            if not moved.get("gone"):  # an engine made the folder again with those files: not away yet
+                waiting.wait_until(
+                    lambda: self._pod("gone").get("gone"),
+                    deadline=waiting.deadline_in(soak.CONFIRM_S),
+                    fail=lambda _: RigError(
+                        f"{moved.get('dir')} still listed {soak.CONFIRM_S:g} s after it was moved away"
+                    ),
+                )
             yield
         finally:
             self._pod("back")

@@ -10,6 +10,7 @@ those faults report why).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -56,11 +57,11 @@ class RigSubject:
     def clock_ns(self) -> int:
         return time.time_ns()
 
-    def kill_engine(self) -> None:
-        self.rig.kill_and_restart(1)
+    def kill_engine(self, killed: Callable[[], None]) -> None:
+        self.rig.kill_and_restart(1, killed)  # killed() once the process has exited (reaped)
 
-    def kill_router(self) -> None:
-        self.routers.kill_and_restart(0)
+    def kill_router(self, killed: Callable[[], None]) -> None:
+        self.routers.kill_and_restart(0, killed)
 
     def damage(self, kind: str, rng: random.Random, since_ns: int, known: Sequence[str]) -> str | None:
         return soak_pod.damage(self.namespace, kind, since_ns, rng, set(known))
@@ -88,29 +89,64 @@ class RigSubject:
         if fault == "l2-gone":
             soak_pod.away(self.namespace)
             try:
+                _confirm(fault, lambda: soak_pod.gone(self.namespace), "its namespace is still listed")
                 yield
             finally:
                 soak_pod.back(self.namespace)
         elif fault == "l2-full":  # a ballast file beside the namespaces takes every free block
             ballast = volume / BALLAST
             try:
-                _fill(ballast)
+                # The engines free blocks too (a refused write's temp file is removed): fill until refused.
+                _confirm(fault, lambda: _fill(ballast) or refused(volume, errno.ENOSPC), "a write still fits")
                 yield
             finally:
                 ballast.unlink(missing_ok=True)
         else:
             _mount("remount,ro", volume)
             try:
+                _confirm(fault, lambda: refused(volume, errno.EROFS, errno.EACCES), "a write still succeeds")
                 yield
             finally:
                 _mount("remount,rw", volume)
 
 
+PROBE = ".soak-probe"
+
+
+def refused(volume: Path, *errnos: int) -> bool:
+    """Whether a new file of two pages on `volume` is refused with one of `errnos` (the fault in force);
+    the probe is removed when it was written."""
+    probe = volume / PROBE
+    try:
+        with open(probe, "wb") as f:
+            f.write(b"\0" * 8192)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as error:
+        with contextlib.suppress(OSError):  # created empty on a full volume; never on a read-only one
+            probe.unlink()
+        if error.errno in errnos:
+            return True
+        raise
+    probe.unlink()
+    return False
+
+
+def _confirm(fault: str, in_force: Callable[[], bool], otherwise: str, interval_s: float = 0.2) -> None:
+    """Until `in_force()` says so; RigError after soak.CONFIRM_S (the row's fault_error)."""
+    deadline = time.monotonic() + soak.CONFIRM_S
+    while not in_force():
+        if time.monotonic() > deadline:
+            raise RigError(f"{fault} not confirmed in force within {soak.CONFIRM_S:g} s: {otherwise}")
+        time.sleep(interval_s)
+
+
 def _fill(ballast: Path, step: int = 64 << 20) -> None:
     """Grow `ballast` until its volume has no block left: by `step`, halved at each ENOSPC down to a page
-    (the engines keep writing meanwhile, so the free space read once would not be the space left)."""
-    with open(ballast, "wb") as f:
-        size = 0
+    (the engines keep writing meanwhile, so the free space read once would not be the space left). A
+    second call grows it further (blocks freed meanwhile)."""
+    with open(ballast, "ab") as f:
+        size = os.fstat(f.fileno()).st_size
         while step >= 4096:
             try:
                 os.posix_fallocate(f.fileno(), size, step)
