@@ -118,6 +118,26 @@ class EngineRig(processes.Rig):
             kvcheck.stream_completion(replica.url, MODEL_NAME, kvcheck.long_prompt(200), timeout=300)
             self.log(f"{replica.process.name} ready at {replica.url} ({took:.0f} s)")
 
+    def kill(self, index: int) -> None:
+        """SIGKILL replica `index` (a crash) and reap it; restart() brings it back on its address. vLLM's
+        message queues it leaves in /dev/shm are removed (a restart never reopens them)."""
+        process = self.started[index].process
+        leftovers = processes.shm_segments(process.popen.pid)
+        processes.kill(process)
+        for segment in leftovers:
+            segment.unlink(missing_ok=True)
+
+    def restart(self, index: int) -> None:
+        """Replica `index` started again on its ports, as the kubelet restarts a container; once ready."""
+        old = self.started[index]
+        port, events_port = int(old.url.rsplit(":", 1)[1]), int(old.events_endpoint.rsplit(":", 1)[1])
+        argv, logs = self.engine_argv(port, events_port), self.work_dir / "logs"
+        process = processes.start(f"engine-{index}-restarted", argv, ENGINE_ENV, logs, old.url)
+        self.started[index] = Replica(process, old.events_endpoint)
+        took = processes.wait_ready(process)
+        kvcheck.stream_completion(process.url, MODEL_NAME, kvcheck.long_prompt(200), timeout=300)
+        self.log(f"{process.name} ready at {process.url} ({took:.0f} s)")
+
     def stop(self) -> None:
         for replica in self.started:
             processes.stop(replica.process)
