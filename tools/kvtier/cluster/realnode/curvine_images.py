@@ -154,15 +154,15 @@ def _on_debian_base(
     """Debian base (`packages`) + one layer of `entries`; the key hashes the base, binaries and recipe."""
     base = images.debian_base(f"{name}-base", packages, progress)
     recipe = [(e.path, e.source.name if e.source else None, e.text, e.mode) for e in entries]
-    key = images._key(name, reference, base.key, digests, recipe, config)
+    key = images.inputs_key(name, reference, base.key, digests, recipe, config)
     image = ChartImage(name, key, images.cache_dir() / f"{name}-{key}.tar", reference)
     if image.archive.exists():
         return image
     progress(f"building {reference} from the verified binaries on {base.ref}")
-    with images._scratch() as scratch:
+    with images.scratch_folder() as scratch:
         layer, base_layer = scratch / "layer.tar", scratch / "base.tar"
         _write_layer(layer, entries)
-        images._extract_layer(base.archive, base_layer)
+        images.extract_layer(base.archive, base_layer)
         images.write_layout(image.archive, image.ref, [base_layer, layer], config)
     return image
 
@@ -208,11 +208,11 @@ def sidecar(name: str, bins: curvine_binaries.Verified) -> ChartImage:
     """One static sidecar at the image root, its entrypoint (like upstream's distroless images)."""
     reference = chart_references()[name]
     config: dict[str, object] = {"Entrypoint": [f"/{name}"], "Env": [images.PATH_ENV]}
-    key = images._key(name, reference, bins.sha256[name], config)
+    key = images.inputs_key(name, reference, bins.sha256[name], config)
     image = ChartImage(name, key, images.cache_dir() / f"{name}-{key}.tar", reference)
     if not image.archive.exists():
         images.cache_dir().mkdir(parents=True, exist_ok=True)
-        with images._scratch() as scratch:
+        with images.scratch_folder() as scratch:
             layer = scratch / "layer.tar"
             layer.write_bytes(images.single_binary_layer(bins.paths[name], name))
             images.write_layout(image.archive, image.ref, [layer], config)

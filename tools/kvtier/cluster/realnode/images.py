@@ -76,7 +76,8 @@ def cache_dir() -> Path:
     return binaries.cache_dir() / "images"
 
 
-def _key(*parts: object) -> str:
+def inputs_key(*parts: object) -> str:
+    """An image's key: 12 hex digits of a hash of everything it is built from (its tag, its cache name)."""
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -171,11 +172,11 @@ def _add_bytes(archive: tarfile.TarFile, name: str, data: bytes, mode: int = 0o6
 
 
 def _single_binary_image(name: str, binary: Path, config: dict[str, object]) -> Image:
-    key = _key(name, file_digest(binary), config)
+    key = inputs_key(name, file_digest(binary), config)
     image = Image(name, key, cache_dir() / f"{name}-{key}.tar")
     if not image.archive.exists():
         cache_dir().mkdir(parents=True, exist_ok=True)
-        with _scratch() as scratch:
+        with scratch_folder() as scratch:
             layer = scratch / "layer.tar"
             layer.write_bytes(single_binary_layer(binary, name))
             write_layout(image.archive, image.ref, [layer], config)
@@ -229,7 +230,7 @@ def python_base(progress: Progress) -> Image:
 def debian_base(name: str, packages: list[str], progress: Progress) -> Image:
     """Debian minbase + `packages` (mmdebstrap, about a minute once), its command python3."""
     mirror = debian_mirror()
-    key = _key(name, DEBIAN_SUITE, mirror, mmdebstrap_options(packages))
+    key = inputs_key(name, DEBIAN_SUITE, mirror, mmdebstrap_options(packages))
     image = Image(name, key, cache_dir() / f"{name}-{key}.tar")
     if image.archive.exists():
         return image
@@ -237,7 +238,7 @@ def debian_base(name: str, packages: list[str], progress: Progress) -> Image:
     progress(
         f"building the Debian {DEBIAN_SUITE} + {', '.join(packages)} image with mmdebstrap (once; {mirror})"
     )
-    with _scratch() as scratch:
+    with scratch_folder() as scratch:
         rootfs = scratch / "rootfs.tar"
         command = [
             "perl",
@@ -256,7 +257,7 @@ def debian_base(name: str, packages: list[str], progress: Progress) -> Image:
 
 
 @contextmanager
-def _scratch() -> Iterator[Path]:
+def scratch_folder() -> Iterator[Path]:
     """A temporary folder next to the cache (same disk, so the final rename is atomic)."""
     with tempfile.TemporaryDirectory(dir=cache_dir()) as folder:
         yield Path(folder)
@@ -278,12 +279,12 @@ def router(progress: Progress) -> Image:
     pip_options = ["--only-binary=:all:", *(f"--platform={p}" for p in WHEEL_PLATFORMS)]
     pip_options += [f"--python-version={BASE_PYTHON}", "--implementation=cp", "--abi=cp311", "--abi=abi3"]
     pip_options += ["--abi=none"]
-    key = _key("router", base.key, version, pip_options, ROUTER_LAUNCHER)
+    key = inputs_key("router", base.key, version, pip_options, ROUTER_LAUNCHER)
     image = Image("router", key, cache_dir() / f"router-{key}.tar")
     if image.archive.exists():
         return image
     progress(f"building the router image: vllm-router {version} from PyPI on {base.ref} (once)")
-    with _scratch() as scratch:
+    with scratch_folder() as scratch:
         tree = scratch / "tree"
         command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-compile", "--target"]
         command += [str(tree / SITE_PACKAGES), *pip_options, f"vllm-router=={version}"]
@@ -302,7 +303,7 @@ def router(progress: Progress) -> Image:
         with tarfile.open(layer, "w", format=tarfile.PAX_FORMAT) as tar:
             tar.add(tree, arcname=".", filter=_owned_by_root)
         base_layer = scratch / "base.tar"
-        _extract_layer(base.archive, base_layer)
+        extract_layer(base.archive, base_layer)
         write_layout(
             image.archive, image.ref, [base_layer, layer], {"Env": [PATH_ENV], "Cmd": ["vllm-router"]}
         )
@@ -325,19 +326,19 @@ def engine(progress: Progress, venv: Path) -> Image:
     if not any(s.startswith(".installed-") for s in stamps):
         raise UserError(f"{venv} is not a finished engine venv (no .installed-* stamp): run `make engine`")
     launcher = "#!/usr/bin/python3\n" + ENGINE_LAUNCHER.read_text()
-    key = _key("engine", base.key, stamps, launcher)
+    key = inputs_key("engine", base.key, stamps, launcher)
     image = Image("engine", key, cache_dir() / f"engine-{key}.tar")
     if image.archive.exists():
         return image
     (site,) = venv.glob("lib/python3.*/site-packages")
     progress(f"building the engine image from {venv} on {base.ref} (once; several GB, a few minutes)")
-    with _scratch() as scratch:
+    with scratch_folder() as scratch:
         layer = scratch / "engine.tar"
         with tarfile.open(layer, "w", format=tarfile.PAX_FORMAT) as tar:
             tar.add(site, arcname=SITE_PACKAGES, filter=_packaged)
             _add_bytes(tar, "usr/local/bin/vllm", launcher.encode(), mode=0o755)
         base_layer = scratch / "base.tar"
-        _extract_layer(base.archive, base_layer)
+        extract_layer(base.archive, base_layer)
         write_layout(image.archive, image.ref, [base_layer, layer], {"Env": [PATH_ENV], "Cmd": ["vllm"]})
     return image
 
@@ -357,7 +358,7 @@ def _owned_by_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
     return info
 
 
-def _extract_layer(archive: Path, out: Path) -> None:
+def extract_layer(archive: Path, out: Path) -> None:
     """The (only) layer of a one-layer image archive, as a file."""
     with tarfile.open(archive) as tar:
         index = json.load(tar.extractfile("index.json"))  # type: ignore[arg-type]
