@@ -75,7 +75,12 @@ NATIVE = _set("cache", "backend", value="vllm-native")
 
 
 KEY = {"name": "kv-key"}
-TLS_INGRESS = {"enabled": True, "tls": [{"secretName": "llm-tls", "hosts": ["llm.example.com"]}]}
+# A load balancer with a TLS certificate, open to one range: nothing left for router-exposed-checks to name.
+CLOSED_LB = {
+    "type": "LoadBalancer",
+    "annotations": {"service.beta.kubernetes.io/aws-load-balancer-ssl-cert": "arn:aws:acm:x"},
+    "loadBalancerSourceRanges": ["10.0.0.0/8"],
+}
 
 
 # rule id -> (a mutation that passes, a mutation that triggers, text the message must contain)
@@ -203,9 +208,10 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
         "router.service.type NodePort (the port opens on every node) exposes the router without an API key",
     ),
     "router-exposed-checks": (
-        _both(_set("router", "ingress", value=TLS_INGRESS), _set("auth", "apiKeySecret", value=KEY)),
-        _both(_set("router", "ingress", value={"enabled": True}), _set("auth", "apiKeySecret", value=KEY)),
-        "router.ingress exposes the router (with an API key); check router.ingress.tls",
+        _both(_set("router", "service", value=CLOSED_LB), _set("auth", "apiKeySecret", value=KEY)),
+        _both(_set("router", "service", "type", value="NodePort"), _set("auth", "apiKeySecret", value=KEY)),
+        "router.service.type NodePort (the port opens on every node) exposes the router (with an API key); "
+        "check that the nodes' security groups",
     ),
     "router-exposure-networkpolicy": (
         _both(

@@ -8,6 +8,9 @@ Prometheus never reaches the pods: the dashboards and alerts go quiet without an
 The router exposure rules judge a way in from outside the namespace by its harm: a NodePort or LoadBalancer
 router Service, an Ingress or an HTTPRoute (router.service, router.ingress, router.httpRoute) hands the
 OpenAI API, and the GPUs behind it, to whoever reaches that path; only auth.apiKeySecret stands in the way.
+An Ingress's TLS is judged on the rendered Ingress (router-ingress-tls, kvtier.validate.checks.ingress_tls),
+not on router.ingress.tls: the template keeps only the entries that cover the model's hosts, so the values'
+shape does not show which hosts end up with TLS.
 """
 
 from __future__ import annotations
@@ -16,8 +19,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from kvtier.manifests import subject
+from kvtier.validate.checks import ingress_tls
 from kvtier.validate.inputs.loader import KeyPath
-from kvtier.validate.rules import Hit, ValuesContext, rule
+from kvtier.validate.rules import Hit, ManifestsContext, ValuesContext, rule
 from kvtier.values import lookup, model_entries
 
 SCRAPER_EXAMPLE = "[{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}}]"
@@ -155,15 +160,8 @@ def router_entrances(values: dict[str, Any]) -> list[Entrance]:
             )
         )
     if lookup(values, "router", "ingress", "enabled", default=False) is True:
-        tls = lookup(values, "router", "ingress", "tls", default=[])
-        found.append(
-            Entrance(
-                ("router", "ingress", "enabled"),
-                "router.ingress",
-                False,
-                () if tls else ("router.ingress.tls (empty: the key crosses the network in clear text)",),
-            )
-        )
+        # Its TLS is judged on the rendered Ingresses (router-ingress-tls), host by host.
+        found.append(Entrance(("router", "ingress", "enabled"), "router.ingress", False, ()))
     if lookup(values, "router", "httpRoute", "enabled", default=False) is True:
         found.append(
             Entrance(
@@ -211,9 +209,9 @@ def router_exposed_api_key(ctx: ValuesContext) -> Iterator[Hit]:
     "router-exposed-checks",
     reason="an API key guards an exposed router only as far as its path: a load balancer open to any address "
     "takes guesses from the whole internet, and without TLS the key and the prompts cross the network in "
-    "clear text",
+    "clear text (an Ingress's TLS is judged on the render: router-ingress-tls)",
     remedy="limit the clients (router.service.loadBalancerSourceRanges, security groups) and terminate TLS "
-    "in front of the router (router.ingress.tls, the Gateway's listeners, the load balancer's certificate)",
+    "in front of the router (the Gateway's listeners, the load balancer's certificate)",
 )
 def router_exposed_checks(ctx: ValuesContext) -> Iterator[Hit]:
     if not _has_api_key(ctx.values):
@@ -224,6 +222,64 @@ def router_exposed_checks(ctx: ValuesContext) -> Iterator[Hit]:
                 f"{way.what} exposes the router (with an API key); check {'; '.join(way.unchecked)}",
                 way.path,
                 severity="warning",
+            )
+
+
+MODEL_LABEL = "kv-tiered-inference/model"
+
+
+def _tls_fix(host: str, model: str) -> str:
+    if host == ingress_tls.ANY_HOST:
+        return (
+            f"name the model's hosts in router.ingress.hosts.{model} with a certificate for them in "
+            "router.ingress.tls, or add an entry without hosts ({secretName: <tls secret>}) for the "
+            "controller's default certificate"
+        )
+    label, _, parent = host.partition(".")
+    wildcard = f" (or *.{parent}, which covers one label)" if "." in parent and label != "*" else ""
+    return (
+        f"add to router.ingress.tls an entry naming it, e.g. {{secretName: <tls secret>, hosts: [{host}]}}"
+        f"{wildcard}, or one without hosts for the controller's default certificate"
+    )
+
+
+@rule(
+    "router-ingress-tls",
+    scope="manifests",
+    reason="an Ingress terminates TLS only for the rule hosts a spec.tls entry covers (IngressTLS.hosts: the "
+    "same name, a wildcard one label above it, or an entry without hosts for the controller's default "
+    "certificate, the only cover of a rule for any host): on any other host clients send the API key and "
+    "the prompts in clear text",
+    remedy="add to router.ingress.tls an entry whose hosts name the host (or *.<parent> for one label "
+    "under it), or one without hosts for the controller's default certificate; where a controller "
+    "annotation supplies the certificate, confirm its HTTPS listener",
+)
+def router_ingress_tls(ctx: ManifestsContext) -> Iterator[Hit]:
+    for m in ctx.manifests:
+        if m.get("kind") != "Ingress" or not ingress_tls.keyed(ctx.manifests, m):
+            continue  # without a key, router-exposed-api-key refuses the way in already
+        who = subject(m)
+        model = str(((m.get("metadata") or {}).get("labels") or {}).get(MODEL_LABEL) or "<model>")
+        named = sorted({h for hosts in ingress_tls.tls_hosts(m) for h in hosts})
+        has = f"spec.tls names {', '.join(named)}" if named else "no spec.tls entry is rendered"
+        annotated = ingress_tls.annotation_tls(m)
+        for r in ingress_tls.uncovered(m):
+            what = f"host {r.host}" if r.host else "the rule for any host"
+            if annotated:
+                key, how = next(iter(annotated.items()))
+                yield Hit(
+                    f"{who} {what}: no spec.tls entry covers it ({has}), but {key} asks the controller for "
+                    f"TLS, which the render cannot prove; {how}",
+                    subject=who,
+                    manifest_path=r.path,
+                    severity="warning",
+                )
+                continue
+            yield Hit(
+                f"{who} {what}: no spec.tls entry covers it ({has}), so clients send the API key "
+                f"(auth.apiKeySecret) and the prompts to it as plain HTTP; {_tls_fix(r.host, model)}",
+                subject=who,
+                manifest_path=r.path,
             )
 
 
