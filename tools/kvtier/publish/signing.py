@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -33,7 +33,9 @@ class Signer:
     keyring: Path
     fingerprint: str
     key_url: str
-    passphrase: str | None  # None: the key is not protected
+    # None: the key is not protected. Out of repr (and str, which is repr here), so no log, assertion or
+    # error message that formats a Signer shows it.
+    passphrase: str | None = field(repr=False)
 
     def helm_flags(self) -> list[str]:
         flags = ["--sign", "--key", self.key, "--keyring", str(self.keyring)]
