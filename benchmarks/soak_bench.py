@@ -5,16 +5,16 @@ Each prompt's reference is its greedy answer from a replica with no cache (kvtie
 three tiered replicas behind two round-robin routers serve the mix while one fault at a time is injected (a
 killed engine or router, chunks changed, cut or removed while they are read, the eviction job at aggressive
 watermarks, the L2 namespace gone, the L2 volume full or read-only). One row per fault: requests, failed
-(and how many were sent while a killed replica was down), wrong answers, chunks the integrity check refused,
-chunks lost that policy did not evict, time to recover. `l2-full` and `l2-read-only` mount a tmpfs for the
-L2 (root).
+(answers cut short included, and how many were sent while a killed replica was down), wrong answers, chunks
+the integrity check refused, chunks lost that policy did not evict, time to recover. `l2-full` and
+`l2-read-only` mount a tmpfs for the L2 (root).
 
     .venv/bin/python benchmarks/soak_bench.py [--faults none,kill-engine,...] [--requests 40] [--qps 3]
         [--out DIR] [--backend lmcache|vllm-native] [--no-integrity]
 
 About 8 minutes with the defaults on two cores (2026-12-04). Exit 1 when an answer was wrong, a chunk was
-lost, a fault could not be injected or a request failed that no killed replica explains; 2 when the rig
-cannot start.
+lost, a fault could not be injected or a request failed (an answer cut short included) that no killed
+replica explains; 2 when the rig cannot start.
 """
 
 from __future__ import annotations

@@ -4,13 +4,16 @@ replica does not explain (kvtier.load.soak, docs/reliability.md).
 Each prompt's reference is its greedy answer from a replica without any cache; two replicas of
 values/cpu.yaml's rendered container (integrity on, the chart's default) then serve the mix behind two
 round-robin routers while chunk files are changed in place under them, while one replica and then one
-router is killed and restarted, and while the L2 volume (a tmpfs of its own: root) is full.
+router is killed and restarted, and while the L2 volume (a tmpfs of its own: root) is full: confirmed full
+(a write refused with ENOSPC) before the point's first request, however long filling takes here. An answer
+cut short (a strict prefix of its reference) is a failed request, which only a killed replica explains.
 benchmarks/soak_bench.py runs every fault, longer; tests/node/test_umbrella_cpu.py runs the soak against
 a release.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -40,6 +43,7 @@ def test_no_wrong_answer_and_no_unexplained_failure_under_faults(
     faults = ["change-chunks", "kill-engine", "kill-router", "l2-full"]
     rows = soak_rig.run(faults, MIX, 3.0, Path(work), print, replicas=2, timing=timing)
     print(soak.table(rows))
+    print(f"[soak-smoke] {json.dumps(rows)}")
     changed, killed, router, full = rows
     assert changed["files_damaged"] > 0, changed
     assert killed["recovered_s"] > 0 and router["recovered_s"] > 0, (killed, router)
@@ -48,6 +52,7 @@ def test_no_wrong_answer_and_no_unexplained_failure_under_faults(
         assert not row["fault_error"], row
         assert row["requests"] == MIX.requests, row
         assert row["wrong"] == 0, f"answers differ from their references under {row['fault']}: {row}"
+        # failed counts answers cut short too (cut_short): a client that took one took a wrong answer
         assert row["failed_otherwise"] == 0, f"failures no dead replica explains under {row['fault']}: {row}"
         assert row["chunks_lost"] == 0, f"chunks lost under {row['fault']}: {row}"
     assert soak.clean(rows)

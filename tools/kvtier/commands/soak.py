@@ -45,8 +45,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Each prompt's greedy reference first, then the mix through the router replicas while "
         "each fault is injected in turn. Against a release (the default) faults are forced pod deletes and "
         "chunk-file damage through `kubectl exec`: run it on a staging release. Exit 1 when an answer was "
-        "wrong, a chunk was lost, a fault could not be injected or a request failed that no killed replica "
-        "explains.",
+        "wrong, a chunk was lost, a fault could not be injected or a request failed (an answer cut short "
+        "included) that no killed replica explains.",
     )
     parser.add_argument(
         "--faults",

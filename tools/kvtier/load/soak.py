@@ -3,7 +3,9 @@
 References: each prompt's greedy answer, computed before the faults (soak_rig: a replica with no cache at
 all; soak_release: a cacheless server the user names, or the release itself one request at a time). Then
 each fault gets fresh prompts of the mix, sent through the router replicas as the load benchmark sends
-them, and a fault thread that starts `at_s` into the point and acts on a Subject (the rig or a release):
+them, and a fault thread that acts on a Subject (the rig or a release). A fault counts only from when the
+subject confirms it in force (the process exited, the pod no longer listed, the namespace absent, a write
+refused): a volume fault is confirmed before the point's load starts, the others start `at_s` into it.
 
 - `none`: nothing (the baseline: wrong answers here would mean the oracle is unsound);
 - `kill-engine`, `kill-router`: one replica killed (SIGKILL, or a forced pod delete) and replaced;
@@ -11,12 +13,13 @@ them, and a fault thread that starts `at_s` into the point and acts on a Subject
   point's own prompts is changed in place (64 bytes inverted, size kept), cut to half, or removed
   (eviction racing its reader; soak_pod.damage);
 - `evict`: the chart's eviction script at aggressive watermarks (down to nothing, no minimum age) in a loop;
-- `l2-gone`: the model's L2 namespace moved away for `hold_s`, then back;
-- `l2-full`, `l2-read-only`: the L2 volume filled to ENOSPC, or made read-only, for `hold_s`.
+- `l2-gone`: the model's L2 namespace moved away, then back after `hold_s` of load;
+- `l2-full`, `l2-read-only`: the L2 volume filled to ENOSPC, or made read-only, for `hold_s` of load.
 
-Per fault: requests, failed (and how many of those were sent while a killed replica was down), answers
-that differ from their reference, chunks the plugin refused (its engine log lines), chunks lost that
-neither the eviction policy nor the fault itself removed (ChunkLedger), time to recover.
+Per fault: requests, failed (answers cut short included, and how many of those were sent while a killed
+replica was down), answers that differ from their reference, chunks the plugin refused (its engine log
+lines), chunks lost that neither the eviction policy nor the fault itself removed (ChunkLedger), time to
+recover.
 """
 
 from __future__ import annotations
