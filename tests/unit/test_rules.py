@@ -516,7 +516,8 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
         _set("engine", "cacheSize", value="10Gi"),
         "engine.cacheSize 10Gi holds 10.0 GiB; models[0] (Qwen/Qwen2-7B-Instruct) downloads 14.2 GiB",
     ),
-    # storage_rules.py: without the release's Curvine, an EBS class cannot give the RWX claim
+    # storage_rules.py: without the release's Curvine, an EBS class cannot give the RWX claim (by its name
+    # alone a warning: tests/unit/test_rules_model_facts.py has the cluster's class)
     "l2-storageclass-gives-rwx": (
         _both(
             _set("curvine", "enabled", value=False),
@@ -526,8 +527,8 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
             _set("curvine", "enabled", value=False),
             _set("cache", "l2", "claim", "storageClassName", value="gp3"),
         ),
-        "cache.l2.claim.storageClassName 'gp3' is, on EKS and in the AWS drivers' examples, a class of "
-        "ebs.csi.aws.com, whose volumes are ReadWriteOnce only",
+        "cache.l2.claim.storageClassName 'gp3' is by its name, on EKS and in the AWS drivers' examples, a "
+        "class of ebs.csi.aws.com, whose volumes give only ReadWriteOnce",
     ),
     # curvine_rules.py: g6e.4xlarge has one 600 GB NVMe disk
     "curvine-data-dirs-fit-instance-store": (

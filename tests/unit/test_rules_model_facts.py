@@ -22,6 +22,7 @@ from kvtier.upstream import storage_provisioners
 from kvtier.validate import catalogue, model_facts
 from kvtier.validate.findings import Finding
 from kvtier.validate.inputs import loader
+from kvtier.validate.layers import storage_classes
 from kvtier.validate.rules import ValuesContext
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "values"
@@ -356,11 +357,29 @@ def _external_class(name: str, curvine: bool = False) -> dict[str, Any]:
     return values
 
 
-@pytest.mark.parametrize("name", ["gp2", "gp3", "ebs-sc"])
-def test_a_block_class_cannot_give_the_rwx_claim(name: str) -> None:
+def _on_cluster(rule_id: str, values: dict[str, Any], classes: dict[str, str]) -> list[Finding]:
+    """The rule with a cluster that serves `classes` (name -> provisioner) and no other."""
+    loaded = loader.load_text(yaml.safe_dump(values, sort_keys=False), Path("env.yaml"))
+
+    def read(name: str) -> storage_classes.ClusterClass:
+        if name in classes:
+            return storage_classes.ClusterClass(name, "context test", classes[name])
+        return storage_classes.ClusterClass(name, "context test", problem=f"no StorageClass {name!r} there")
+
+    ctx = ValuesContext(loaded.data, loaded, storage_classes=read)
+    return catalogue.run_values(ctx, only=[rule_id])
+
+
+@pytest.mark.parametrize(
+    ("name", "provisioner"),
+    [("gp2", "kubernetes.io/aws-ebs"), ("gp3", "ebs.csi.aws.com"), ("ebs-sc", "ebs.csi.aws.com")],
+)
+def test_a_block_class_name_alone_is_a_warning_that_says_how_to_confirm(name: str, provisioner: str) -> None:
     [finding] = _run("l2-storageclass-gives-rwx", _external_class(name))
-    assert finding.severity == "error" and finding.path == "cache.l2.claim.storageClassName"
-    assert "ReadWriteOnce only" in finding.message
+    assert finding.severity == "warning" and finding.path == "cache.l2.claim.storageClassName"
+    assert f"a class of {provisioner}" in finding.message and "only ReadWriteOnce" in finding.message
+    assert f"kubectl get storageclass {name} -o jsonpath='{{.provisioner}}'" in finding.message
+    assert "--server --context" in finding.message and "offline" in finding.message
 
 
 @pytest.mark.parametrize("name", ["efs-sc", "fsx-sc"])
@@ -373,6 +392,26 @@ def test_an_unknown_class_is_a_warning_that_says_what_to_check() -> None:
     assert finding.severity == "warning" and "kubectl get storageclass nfs-client" in finding.message
 
 
+def test_the_clusters_class_decides_not_its_name() -> None:
+    rule_id = "l2-storageclass-gives-rwx"
+    assert _on_cluster(rule_id, _external_class("gp2"), {"gp2": "efs.csi.aws.com"}) == []
+    [refused] = _on_cluster(rule_id, _external_class("fast"), {"fast": "ebs.csi.aws.com"})
+    assert refused.severity == "error" and refused.path == "cache.l2.claim.storageClassName"
+    assert "'fast' is, on context test, a StorageClass of ebs.csi.aws.com" in refused.message
+    assert "only ReadWriteOnce, ReadWriteOncePod" in refused.message
+    [unknown] = _on_cluster(rule_id, _external_class("shared"), {"shared": "example.com/nfs"})
+    assert unknown.severity == "warning" and "example.com/nfs, a provisioner validate does not know" in (
+        unknown.message
+    )
+    assert _on_cluster(rule_id, _external_class("other-curvine"), {"other-curvine": "curvine"}) == []
+
+
+def test_a_class_the_cluster_lacks_falls_back_to_its_name_and_says_why() -> None:
+    [finding] = _on_cluster("l2-storageclass-gives-rwx", _external_class("gp3"), {})
+    assert finding.severity == "warning" and "no StorageClass 'gp3' there" in finding.message
+    assert "a class of ebs.csi.aws.com" in finding.message
+
+
 def test_with_the_releases_curvine_the_class_is_another_rules() -> None:
     assert _run("l2-storageclass-gives-rwx", _external_class("gp3", curvine=True)) == []
     assert _run("l2-claim-on-curvine", _external_class("gp3", curvine=True)) != []
@@ -382,6 +421,7 @@ def test_the_provisioner_facts() -> None:
     assert storage_provisioners.gives_rwx("ebs.csi.aws.com") is False
     assert storage_provisioners.gives_rwx("kubernetes.io/aws-ebs") is False
     assert storage_provisioners.gives_rwx("efs.csi.aws.com") is True
+    assert storage_provisioners.gives_rwx("curvine") is True
     assert storage_provisioners.gives_rwx("example.com/unknown") is None
 
 

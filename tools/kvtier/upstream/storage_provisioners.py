@@ -6,13 +6,17 @@ Access modes: the Kubernetes CSI drivers list (kubernetes-csi/docs, book/src/dri
 plugins' table in the Kubernetes documentation (concepts/storage/persistent-volumes, "Access Modes":
 AWSElasticBlockStore ReadWriteOnce only). A block device (EBS) attaches to one node at a time, so a
 ReadWriteMany claim on it is never provisioned and stays Pending; file systems (EFS, FSx for Lustre) give it.
+Curvine's CSI driver registers as `curvine` (charts/curvine/templates/storage-storageclass.yaml) and mounts
+one FUSE file system on every node: tests/node/test_curvine_release.py provisions a ReadWriteMany claim on it
+(ReadWriteOnce: the static PV of CurvineIO/curvine-doc, docs/3-User-Manuals/07-csi.md).
 
 Class names: what EKS and the AWS drivers' own examples call them. EKS creates `gp2` on every cluster
 (in-tree kubernetes.io/aws-ebs; the EKS user guide, "Storage classes"); the aws-ebs-csi-driver examples
 name `ebs-sc` (examples/kubernetes/dynamic-provisioning) and EKS Auto Mode's guide `gp3`/`auto-ebs-sc`;
 the aws-efs-csi-driver examples `efs-sc`, the aws-fsx-csi-driver examples `fsx-sc`. A name is a
-convention, not a guarantee: a cluster may give it to another provisioner, so a message names the
-assumption and how to check it.
+convention, not a guarantee: a cluster may give it to another provisioner, so the rule judges the class a
+cluster serves where it can read it, and a name alone gives at most a warning that names the assumption and
+how to check it.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ ACCESS_MODES: dict[str, tuple[str, ...]] = {
     "kubernetes.io/aws-ebs": ("ReadWriteOnce",),
     "efs.csi.aws.com": ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany"),
     "fsx.csi.aws.com": ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany"),
+    "curvine": ("ReadWriteOnce", "ReadWriteMany"),
 }
 
 # StorageClass name -> the provisioner EKS or the AWS drivers' examples give that name

@@ -1,7 +1,8 @@
 """Run every check of `kvtier validate` over environment files and collect one report per file.
 
-Order: load (with positions) -> schema -> rules on the effective values -> render with Helm 3 and 4
-in parallel (all files at once) -> per render: Kubernetes schemas per minor, LMCache, Curvine, policy.
+Order: render with Helm 3 and 4 in parallel (all files at once, in the background) -> the API server that
+judges, if any -> load (with positions) -> schema -> rules on the effective values (a StorageClass read on
+that server) -> per render: Kubernetes schemas per minor, LMCache, Curvine, policy, the live judges.
 """
 
 from __future__ import annotations
@@ -40,15 +41,19 @@ PSS_LABEL = "pod-security.kubernetes.io/enforce"
 
 
 def check_values(
-    path: Path, options: Options, deployed: dict[str, Any] | None = None
+    path: Path,
+    options: Options,
+    deployed: dict[str, Any] | None = None,
+    storage_classes: Any = None,
 ) -> tuple[FileReport, Any]:
-    """Load, schema and rules layers (in-process, no Helm). Returns the report and the loaded file."""
+    """Load, schema and rules layers (in-process, no Helm). Returns the report and the loaded file.
+    `storage_classes`: what the judging cluster says a StorageClass is (live_judges.storage_classes)."""
     try:
         loaded = loader.load(path)
         layers = [loaded, *(loader.load(extra) for extra in options.values)]
     except UserError as error:
         return FileReport(str(path), fatal=str(error)), None
-    return check_loaded(loaded, options, deployed, layers), loaded
+    return check_loaded(loaded, options, deployed, layers, storage_classes), loaded
 
 
 def check_loaded(
@@ -56,6 +61,7 @@ def check_loaded(
     options: Options,
     deployed: dict[str, Any] | None = None,
     layers: list[loader.Loaded] | None = None,
+    storage_classes: Any = None,
 ) -> FileReport:
     """The schema and rules layers on the values Helm would use: the chart defaults coalesced with
     `layers` (the user's -f files in order; default: `loaded` alone) and the options' --set values,
@@ -81,7 +87,9 @@ def check_loaded(
     report.sources = (effective.values, origins)
     schema_findings = schema_check.check(effective, origins, options.schema_source)
     report.add(SCHEMA, schema_findings + _stale_copies())
-    ctx = rules.ValuesContext(effective.values, loaded, deployed, origins, dict(options.model_configs))
+    ctx = rules.ValuesContext(
+        effective.values, loaded, deployed, origins, dict(options.model_configs), storage_classes
+    )
     not_run: list[str] = []
     found = catalogue.run_values(ctx, not_run=not_run if schema_findings else None)
     count = sum(1 for r in catalogue.all_rules().values() if r.scope == "values")
@@ -287,7 +295,8 @@ def validate(
             options.kube_context, options.release, options.namespace, options.kubeconfig
         )
     if not options.render:
-        return [check_values(path, options, deployed)[0] for path in files]
+        classes = live_judges.storage_classes(None, options)
+        return [check_values(path, options, deployed, classes)[0] for path in files]
     if started is None:
         started = render.start(
             files,
@@ -300,19 +309,21 @@ def validate(
         )
     warm = threading.Thread(target=_preload, args=(options,), daemon=True)
     warm.start()  # load schemas while Helm renders
-    checked = [check_values(path, options, deployed) for path in files]
-    warm.join()
     judged: list[tuple[FileReport, Any, list[dict[str, Any]]]] = []  # for the vLLM layer
-    hyperpod_sdk_check.prefetch(
-        [
-            r.manifests
-            for (report, _), futures in zip(checked, started.pending, strict=True)
-            if not _blocked(report, started.problem)
-            for r in (f.result() for f in futures[:1])
-            if not r.error
-        ]
-    )
+    # The judge first: the rules ask it what the L2's StorageClass is.
     with live_judges.server_judge(options, judge) as judge:
+        classes = live_judges.storage_classes(judge, options)
+        checked = [check_values(path, options, deployed, classes) for path in files]
+        warm.join()
+        hyperpod_sdk_check.prefetch(
+            [
+                r.manifests
+                for (report, _), futures in zip(checked, started.pending, strict=True)
+                if not _blocked(report, started.problem)
+                for r in (f.result() for f in futures[:1])
+                if not r.error
+            ]
+        )
         for (report, loaded), futures in zip(checked, started.pending, strict=True):
             blocked = _blocked(report, started.problem)
             renders = [f.result() for f in futures]  # a blocked file's renders are waited for, then dropped

@@ -44,6 +44,9 @@ class ValuesContext:
     origins: Origins | None = None  # where each effective value comes from; None: `loaded` alone
     # --model-config files by model id ("" for any model): kvtier.validate.model_facts reads them
     model_configs: dict[str, Path] = field(default_factory=dict)
+    # A StorageClass as the judging cluster serves it (kvtier.validate.layers.storage_classes.reader):
+    # name -> ClusterClass; None offline, where only the class's name is known.
+    storage_classes: Callable[[str], Any] | None = None
 
     def where(self) -> Origins:
         return self.origins or Origins([self.loaded])

@@ -63,15 +63,20 @@ def l2_backend(ctx: ValuesContext) -> Iterator[Hit]:
 @rule(
     "l2-storageclass-gives-rwx",
     reason="the L2 claim is ReadWriteMany (every engine pod on every node mounts it): a StorageClass whose "
-    "provisioner gives block volumes (EBS: gp2, gp3) cannot provision it, the claim stays Pending and every "
-    "engine pod with it never starts",
-    remedy="name a file-system class in cache.l2.claim.storageClassName (EFS efs.csi.aws.com, FSx for Lustre "
-    "fsx.csi.aws.com) or leave it empty for this release's Curvine (curvine.enabled: true)",
+    "provisioner gives block volumes (EBS) cannot provision it, the claim stays Pending and every engine pod "
+    "with it never starts; the class's provisioner decides, its name is only a convention",
+    remedy="name a class whose provisioner gives ReadWriteMany in cache.l2.claim.storageClassName (EFS "
+    "efs.csi.aws.com, FSx for Lustre fsx.csi.aws.com) or leave it empty for this release's Curvine "
+    "(curvine.enabled: true); for a class judged by its name, confirm its provisioner with `kubectl get "
+    "storageclass NAME -o jsonpath='{.provisioner}'` or let validate read it (--server --context CONTEXT)",
 )
 def l2_storageclass_gives_rwx(ctx: ValuesContext) -> Iterator[Hit]:
-    """Judged where the release's Curvine does not own the class (with curvine.enabled another class is
-    l2-claim-on-curvine's): a known name is judged by its provisioner (kvtier.upstream.storage_provisioners),
-    an unknown one is a warning that says what to check."""
+    """Judged where the release's Curvine does not own the class: with curvine.enabled the release renders
+    its own class (provisioner curvine, ReadWriteMany) and a claim on another one is l2-claim-on-curvine's.
+    The class's provisioner, read on the judging cluster (ctx.storage_classes), decides: no ReadWriteMany
+    is an error, an unknown provisioner a warning. Unread, the name alone is at most a warning that says
+    which provisioner it conventionally stands for (kvtier.upstream.storage_provisioners) and how to
+    confirm it."""
     l2 = lookup(ctx.values, "cache", "l2")
     if not isinstance(l2, dict) or not l2.get("enabled"):
         return
@@ -82,23 +87,66 @@ def l2_storageclass_gives_rwx(ctx: ValuesContext) -> Iterator[Hit]:
     if lookup(ctx.values, "curvine", "enabled", default=False) and curvine_class:
         return
     name = str(claim["storageClassName"])
-    provisioner = storage_provisioners.provisioner_of(name)
-    rwx = storage_provisioners.gives_rwx(provisioner) if provisioner else None
-    path = ("cache", "l2", "claim", "storageClassName")
+    read = ctx.storage_classes(name) if ctx.storage_classes is not None else None
+    if read is not None and read.provisioner:
+        yield from _judge_provisioner(name, read.provisioner, read.where)
+    else:
+        yield from _judge_name(name, read.problem if read is not None else "")
+
+
+CLASS_PATH = ("cache", "l2", "claim", "storageClassName")
+RWX_CLASSES = "a file system: EFS efs.csi.aws.com, FSx for Lustre fsx.csi.aws.com, NFS, Curvine"
+
+
+def _modes(provisioner: str) -> str:
+    return ", ".join(storage_provisioners.ACCESS_MODES[provisioner])
+
+
+def _judge_provisioner(name: str, provisioner: str, where: str) -> Iterator[Hit]:
+    """The class as the cluster serves it."""
+    rwx = storage_provisioners.gives_rwx(provisioner)
+    said = f"cache.l2.claim.storageClassName {name!r} is, on {where}, a StorageClass of {provisioner}"
     if rwx is False:
         yield Hit(
-            f"cache.l2.claim.storageClassName {name!r} is, on EKS and in the AWS drivers' examples, a class "
-            f"of {provisioner}, whose volumes are ReadWriteOnce only: the L2's ReadWriteMany claim is never "
-            "provisioned (Pending); expected an RWX class (efs.csi.aws.com, fsx.csi.aws.com)",
-            path,
+            f"{said}, whose volumes give only {_modes(provisioner)}: the L2's ReadWriteMany claim is never "
+            f"provisioned (Pending); expected a class that gives ReadWriteMany ({RWX_CLASSES})",
+            CLASS_PATH,
         )
     elif rwx is None:
         yield Hit(
+            f"{said}, a provisioner validate does not know, so it cannot tell whether it gives "
+            f"ReadWriteMany; check that it is {RWX_CLASSES}, not a block volume (EBS)",
+            CLASS_PATH,
+            severity="warning",
+        )
+
+
+def _judge_name(name: str, unread: str) -> Iterator[Hit]:
+    """The class by its name only: a warning at most, since a cluster may give any name to any provisioner."""
+    provisioner = storage_provisioners.provisioner_of(name)
+    rwx = storage_provisioners.gives_rwx(provisioner) if provisioner else None
+    if rwx is True:
+        return
+    confirm = (
+        f"validate did not read the class ({unread or 'no cluster to read it on: offline'}); confirm with "
+        f"`kubectl get storageclass {name} -o jsonpath='{{.provisioner}}'`, or let validate read it on the "
+        "release's cluster (--server --context CONTEXT)"
+    )
+    if provisioner:
+        yield Hit(
+            f"cache.l2.claim.storageClassName {name!r} is by its name, on EKS and in the AWS drivers' "
+            f"examples, a class of {provisioner}, whose volumes give only {_modes(provisioner)}: if it is, "
+            f"the L2's ReadWriteMany claim is never provisioned (Pending). A name is a convention, not a "
+            f"guarantee: {confirm}",
+            CLASS_PATH,
+            severity="warning",
+        )
+    else:
+        yield Hit(
             f"cache.l2.claim.storageClassName {name!r}: validate does not know its provisioner, so cannot "
-            "tell whether it gives ReadWriteMany; check with `kubectl get storageclass "
-            f"{name} -o jsonpath='{{.provisioner}}'` that it is a file system (EFS, FSx for Lustre, NFS, "
-            "Curvine), not a block volume (EBS)",
-            path,
+            f"tell whether it gives ReadWriteMany; {confirm}: expected {RWX_CLASSES}, not a block volume "
+            "(EBS)",
+            CLASS_PATH,
             severity="warning",
         )
 

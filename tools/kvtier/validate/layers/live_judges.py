@@ -72,6 +72,19 @@ def server_judge(options: Options, given: Any) -> Iterator[Any]:
         yield judge
 
 
+def storage_classes(judge: Any, options: Options) -> Any:
+    """Who says what a StorageClass is (l2-storageclass-gives-rwx): the API server that judges the renders,
+    else --context's cluster (the cluster layer's); None offline, where a class is known by name only."""
+    from kvtier.validate.layers import storage_classes
+
+    if judge is not None and not isinstance(judge, str):
+        return storage_classes.reader(judge.rest, judge.where)
+    if options.kube_context:
+        where = f"context {options.kube_context}"
+        return storage_classes.reader(_context_rest(options.kube_context, options.kubeconfig), where)
+    return None
+
+
 def check_cluster(report: FileReport, manifests: list[dict[str, Any]], options: Options) -> None:
     """With --context: what the pods read from the namespace (Secrets, ConfigMaps, claims) exists there,
     and some node of the cluster could run each workload's pods."""
