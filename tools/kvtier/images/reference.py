@@ -22,7 +22,9 @@ _PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _REPOSITORY = re.compile(rf"{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*")
 _HOST_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
 _REGISTRY = re.compile(rf"(?:{_HOST_COMPONENT}(?:\.{_HOST_COMPONENT})*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?")
-_TAG = re.compile(r"[\w][\w.-]{0,127}")
+# regexp.go's tag is `[\w][\w.-]{0,127}` in Go's RE2, where \w is ASCII [0-9A-Za-z_] only (regexp/syntax);
+# Python's \w also matches Unicode letters and digits ("v1é", full-width letters), which the kubelet refuses.
+_TAG = re.compile(r"[\w][\w.-]{0,127}", re.ASCII)
 # The algorithms go-digest (which the reference package validates with) knows, and their hex lengths.
 _DIGEST_HEX = {"sha256": 64, "sha384": 96, "sha512": 128}
 _IDENTIFIER = re.compile(r"[a-f0-9]{64}")
@@ -87,7 +89,7 @@ def parse(text: str) -> Reference:
         raise ValueError(f"registry/repository is longer than {NAME_MAX} characters")
     if colon and not _TAG.fullmatch(tag):
         raise ValueError(
-            f"tag {tag!r} is not 1-128 of letters, digits, '_', '.', '-' (not starting with . or -)"
+            f"tag {tag!r} is not 1-128 of ASCII letters, digits, '_', '.', '-' (not starting with . or -)"
         )
     if at:
         algorithm, _, hex_digits = digest.partition(":")

@@ -26,8 +26,9 @@ from kvtier.values import INSTANCE_LABEL, lookup, model_entries
 # may name it in the tag (`<vLLM release>-lmcache<release>`, as values/cpu.yaml's). Nightly and dated tags
 # name none.
 LMCACHE_IMAGE = re.compile(r"(?:^|/)lmcache/vllm-openai$")
-RELEASE_TAG = re.compile(r"^v?(\d+\.\d+\.\d+(?:\.post\d+)?)$")
-LMCACHE_IN_TAG = re.compile(r"lmcache[-_]?v?(\d+\.\d+\.\d+(?:\.post\d+)?)", re.IGNORECASE)
+# ASCII digits only: a tag has no others (kvtier.images.reference), though Python's \d matches any.
+RELEASE_TAG = re.compile(r"^v?(\d+\.\d+\.\d+(?:\.post\d+)?)$", re.ASCII)
+LMCACHE_IN_TAG = re.compile(r"lmcache[-_]?v?(\d+\.\d+\.\d+(?:\.post\d+)?)", re.IGNORECASE | re.ASCII)
 IMAGE_FIELDS = ("registry", "repository", "tag", "digest")
 
 

@@ -13,7 +13,8 @@ from kvtier.upstream import hyperpod_fields as facts
 from kvtier.validate.rules import Hit, ValuesContext, rule
 from kvtier.values import lookup
 
-SEMVER_TAG = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)")
+# ASCII digits only: a tag has no others (kvtier.images.reference), though Python's \d matches any.
+SEMVER_TAG = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)", re.ASCII)
 
 
 def _multiprocess(values: dict) -> bool:
