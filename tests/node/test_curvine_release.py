@@ -134,11 +134,19 @@ def _read_back(kube, cluster, ns: str) -> dict:
     return json.loads(log.strip().splitlines()[-1])
 
 
-def test_a_chunk_written_in_one_pod_is_read_in_another_with_o_direct(kube, real_cluster, shared) -> None:
+@pytest.fixture(scope="module")
+def chunk(kube, real_cluster, shared) -> dict:
+    """/l2/ns/chunk.data on the module's claim, written once by WRITER in a pod of its own; what WRITER
+    printed. Every test that reads the chunk asks for this, so each runs alone as well as in order."""
     phase, log = run_pod(kube, real_cluster, shared, WRITER)
     assert phase == "Succeeded", log
-    written = json.loads(log.strip().splitlines()[-1])
-    assert written == {"excl": "EEXIST", "files": ["chunk.data"]}, written
+    return json.loads(log.strip().splitlines()[-1])
+
+
+def test_a_chunk_written_in_one_pod_is_read_in_another_with_o_direct(
+    kube, real_cluster, shared, chunk: dict
+) -> None:
+    assert chunk == {"excl": "EEXIST", "files": ["chunk.data"]}, chunk
     assert _read_back(kube, real_cluster, shared) == {"read": 1 << 20, "sha256": EXPECTED_SHA256}
 
 
@@ -172,8 +180,11 @@ print(json.dumps({'uid': before.st_uid, 'refused': refused,
     assert seen == {"uid": RUN_AS, "refused": None, "atime_moved": True, "mtime_kept": True}, seen
 
 
-def test_an_upgrade_that_changes_the_config_rolls_the_servers_and_keeps_the_chunks(kube, curvine) -> None:
-    ns = f"{curvine.namespace}-use"
+@pytest.mark.usefixtures("chunk")
+def test_an_upgrade_that_changes_the_config_rolls_the_servers_and_keeps_the_chunks(
+    kube, curvine, shared
+) -> None:
+    ns = shared
     before = _pods(kube, curvine)
     curvine_release.helm_upgrade(kube, curvine, "--set", "config.logLevel=DEBUG")
     after = _pods(kube, curvine)
@@ -196,16 +207,18 @@ def _pods(kube: Kube, installed: curvine_release.Installed) -> dict[str, list[st
     return {component: sorted(uids) for component, uids in by.items()}
 
 
+@pytest.mark.usefixtures("chunk")
 @pytest.mark.parametrize("component", ["worker", "master"])
-def test_a_restarted_server_pod_serves_the_chunks_again(kube, curvine, component: str) -> None:
-    ns = f"{curvine.namespace}-use"
+def test_a_restarted_server_pod_serves_the_chunks_again(kube, curvine, shared, component: str) -> None:
+    ns = shared
     selector = f"app.kubernetes.io/instance={curvine.release},app.kubernetes.io/component={component}"
     kube.kubectl("delete", "pod", "-n", curvine.namespace, "-l", selector, "--wait=true")
     curvine_release.wait_ready(kube, curvine)
     assert _read_back(kube, kube.cluster, ns)["sha256"] == EXPECTED_SHA256
 
 
-def test_restarting_the_csi_node_plugin_cuts_mounted_pods_but_not_the_claim(kube, curvine) -> None:
+@pytest.mark.usefixtures("chunk")
+def test_restarting_the_csi_node_plugin_cuts_mounted_pods_but_not_the_claim(kube, curvine, shared) -> None:
     """Upstream's warning, measured: curvine-fuse runs inside the node plugin, so its restart ends every
     FUSE mount of the node, and a pod that had the claim mounted gets ENOTCONN on every access (the kubelet
     does not publish a running pod's volume again). The next pod of the claim on that node reads it:
@@ -213,7 +226,7 @@ def test_restarting_the_csi_node_plugin_cuts_mounted_pods_but_not_the_claim(kube
     folder instead (EACCES for the engines, every run until chart 0.3.7), unless it cannot save records,
     which the chart's default (csi.node.mountStateSecret false: no Role on Secrets) makes sure of
     (docs/curvine-fuse.md). The chart never restarts the plugin on upgrade (the upgrade test above)."""
-    ns = f"{curvine.namespace}-use"
+    ns = shared
     holder, _ = run_pod(
         kube, kube.cluster, ns, "print(len(open('/l2/ns/chunk.data', 'rb').read()), flush=True)", keep=True
     )
