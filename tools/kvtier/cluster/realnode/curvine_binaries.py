@@ -4,16 +4,19 @@ No registry here serves Curvine's images or the CSI sidecars the chart pins, so 
 from binaries compiled from the upstream tags (curvine_images). Those binaries come as two archives:
 
 - `curvine-v0.4.1-linux-amd64.tar.xz`: curvine-server, curvine-fuse, curvine-cli, csi;
-- `csi-sidecars-linux-amd64.tar.xz`: csi-provisioner, csi-node-driver-registrar, livenessprobe;
+- `csi-sidecars-linux-amd64.tar.xz`: csi-provisioner, csi-node-driver-registrar, livenessprobe.
 
-each with a `SHA256SUMS` (sha256sum's format) listing the archive and every binary in it.
+They are looked up in `$KVTIER_CURVINE_BIN` (one folder holding both archives), else in `../shared/curvine`
+and `../shared/csi-sidecars` beside the checkout. Nothing is downloaded.
 
-They are looked up in `$KVTIER_CURVINE_BIN`, one folder holding both archives and one SHA256SUMS that
-lists all nine files (the two shipped SHA256SUMS concatenated); else in `../shared/curvine` and
-`../shared/csi-sidecars` beside the checkout, each archive with its own SHA256SUMS. Nothing is
-downloaded. Each archive is checked against SHA256SUMS before it is opened and each unpacked binary
-before it is used; a mismatch is an error naming the file. The unpacked binaries are cached by the
-archive's checksum in $KVTIER_CACHE/curvine-bin/.
+The expected sha256 of both archives and of the seven binaries is pinned in the repository, in
+`toolchain/curvine-binaries.sha256` (sha256sum's format, with where each digest came from), beside the
+tool versions. Each archive is checked against the pin before anything is unpacked from it, and each
+unpacked binary at every use (the cache is writable by anyone who is root). The `SHA256SUMS` shipped
+beside the archives is not read: it proves that the files agree with each other, not where they came
+from, since whoever can replace an archive can replace its SHA256SUMS too; the pin changes only in a
+reviewed commit. A mismatch is an error naming the file, both digests, the pin file and the fix. The
+unpacked binaries are cached by the archive's pinned digest in $KVTIER_CACHE/curvine-bin/.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from kvtier.cluster.realnode import images
 from kvtier.errors import UserError
 
 BIN_ENV = "KVTIER_CURVINE_BIN"
-SUMS = "SHA256SUMS"
+PIN_FILE = paths.ROOT / "toolchain" / "curvine-binaries.sha256"
 CURVINE_ARCHIVE = "curvine-v0.4.1-linux-amd64.tar.xz"
 SIDECARS_ARCHIVE = "csi-sidecars-linux-amd64.tar.xz"
 # archive -> its folder under ../shared (used when KVTIER_CURVINE_BIN is unset), the binaries at its root
@@ -71,65 +74,83 @@ def missing() -> str:
     where = f"${BIN_ENV}={places[0]}" if os.environ.get(BIN_ENV) else " or ".join(map(str, places))
     return (
         f"Curvine binaries not found: no {' or '.join(absent)} in {where}; set {BIN_ENV} to a folder "
-        f"holding both archives and one {SUMS} listing them and their binaries"
+        f"holding both archives (their sha256 are pinned in {_shown(PIN_FILE)})"
     )
 
 
-def read_sums(files: list[Path]) -> dict[str, tuple[str, Path]]:
-    """name -> (sha256, the SHA256SUMS that says so); a malformed line or a name listed twice with
-    different sums is an error naming the file and line."""
-    sums: dict[str, tuple[str, Path]] = {}
-    for file in files:
-        for number, line in enumerate(file.read_text().splitlines(), 1):
-            if not line.strip():
-                continue
-            match = SUM_LINE.match(line.strip())
-            if not match:
-                raise UserError(
-                    f"{file}:{number}: not a sha256sum line ('<64 hex digits>  <file name>'): {line!r}"
-                )
-            digest, name = match.groups()
-            if name in sums and sums[name][0] != digest:
-                raise UserError(f"{file}:{number}: {name} is listed with another sha256 in {sums[name][1]}")
-            sums[name] = (digest, file)
-    return sums
+def _shown(path: Path) -> str:
+    """A path as a reader finds it: relative to the checkout when it is inside it."""
+    return str(path.relative_to(paths.ROOT)) if path.is_relative_to(paths.ROOT) else str(path)
 
 
-def check(path: Path, name: str, sums: dict[str, tuple[str, Path]]) -> str:
-    """The file's sha256 when SHA256SUMS lists `name` with it; else an error naming both files."""
-    if name not in sums:
+def pinned() -> dict[str, str]:
+    """name -> sha256 as the pin file says, for both archives and every binary in them; a missing or
+    malformed pin file, or one that leaves a file out, is an error naming it."""
+    try:
+        text = PIN_FILE.read_text()
+    except OSError as error:
         raise UserError(
-            f"{name} is not listed in {SUMS} ({', '.join(sorted({str(f) for _, f in sums.values()}))})"
+            f"{PIN_FILE}: the pinned sha256 of the Curvine binaries cannot be read ({error.strerror}); "
+            "restore it from git (git checkout -- toolchain/curvine-binaries.sha256)"
+        ) from None
+    pins: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        match = SUM_LINE.match(line.strip())
+        if not match:
+            raise UserError(
+                f"{PIN_FILE}:{number}: not a sha256sum line ('<64 hex digits>  <file name>'): {line!r}"
+            )
+        digest, name = match.groups()
+        if name in pins and pins[name] != digest:
+            raise UserError(f"{PIN_FILE}:{number}: {name} is pinned twice, with different sha256")
+        pins[name] = digest
+    wanted = [name for archive, (_, members) in ARCHIVES.items() for name in (archive, *members)]
+    unpinned = [name for name in wanted if name not in pins]
+    if unpinned:
+        raise UserError(
+            f"{PIN_FILE} pins no sha256 for {', '.join(unpinned)}; add a '<sha256>  <name>' line for each "
+            "(sha256sum of the file built from its upstream tag)"
         )
-    expected, listed_in = sums[name]
+    return pins
+
+
+def check(path: Path, name: str, pins: dict[str, str]) -> str:
+    """The file's sha256 when it is the one pinned for `name`; else an error naming the file, both
+    digests, the pin file and the fix."""
+    expected = pins[name]
     actual = images.file_digest(path)
     if actual != expected:
         raise UserError(
-            f"checksum mismatch: {path} has sha256 {actual}, but {listed_in} expects {expected}. "
-            f"Replace {path.name} with the file built from the upstream tag (or point {BIN_ENV} at a "
-            "folder holding the right one); it is not used as it is."
+            f"checksum mismatch: {path} has sha256 {actual}, but {_shown(PIN_FILE)} pins {name} at "
+            f"{expected}. It is not used. Replace {path.name} with the file built from its upstream tag "
+            f"(../shared/*/README.md; or point {BIN_ENV} at a folder holding it); if it was rebuilt on "
+            f"purpose, pin the new digests in {_shown(PIN_FILE)} in a reviewed commit, saying how it was "
+            "built."
         )
     return actual
 
 
 def verified() -> Verified:
-    """Every binary of both archives, unpacked into the cache and checked against SHA256SUMS."""
+    """Every binary of both archives, each archive checked against the pin before it is unpacked into the
+    cache, each binary checked against the pin on every call."""
     reason = missing()
     if reason:
         raise UserError(reason)
+    pins = pinned()
     places = folders()
-    sums = read_sums([folder / SUMS for folder in places if (folder / SUMS).is_file()])
     found: dict[str, Path] = {}
     digests: dict[str, str] = {}
     for archive_name, (_, members) in ARCHIVES.items():
         archive = next(folder / archive_name for folder in places if (folder / archive_name).is_file())
-        archive_digest = check(archive, archive_name, sums)
+        archive_digest = check(archive, archive_name, pins)
         target = binaries.cache_dir() / "curvine-bin" / archive_digest[:16]
         if not all((target / member).is_file() for member in members):
             _unpack(archive, members, target)
         for member in members:
             # Checked at every use, not only after unpacking: the cache is writable by anyone who is root.
-            digests[member] = check(target / member, member, sums)
+            digests[member] = check(target / member, member, pins)
             found[member] = target / member
     return Verified(found, digests)
 
