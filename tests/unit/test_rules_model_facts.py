@@ -357,14 +357,18 @@ def _external_class(name: str, curvine: bool = False) -> dict[str, Any]:
     return values
 
 
-def _on_cluster(rule_id: str, values: dict[str, Any], classes: dict[str, str]) -> list[Finding]:
-    """The rule with a cluster that serves `classes` (name -> provisioner) and no other."""
+def _on_cluster(
+    rule_id: str, values: dict[str, Any], classes: dict[str, str], release_cluster: bool = False
+) -> list[Finding]:
+    """The rule with a cluster that serves `classes` (name -> provisioner) and no other: the release's
+    cluster, or a control plane of validate's own."""
     loaded = loader.load_text(yaml.safe_dump(values, sort_keys=False), Path("env.yaml"))
 
     def read(name: str) -> storage_classes.ClusterClass:
         if name in classes:
             return storage_classes.ClusterClass(name, "context test", classes[name])
-        return storage_classes.ClusterClass(name, "context test", problem=f"no StorageClass {name!r} there")
+        problem = f"no StorageClass {name!r} there"
+        return storage_classes.ClusterClass(name, "context test", problem=problem, absent=release_cluster)
 
     ctx = ValuesContext(loaded.data, loaded, storage_classes=read)
     return catalogue.run_values(ctx, only=[rule_id])
@@ -410,6 +414,12 @@ def test_a_class_the_cluster_lacks_falls_back_to_its_name_and_says_why() -> None
     [finding] = _on_cluster("l2-storageclass-gives-rwx", _external_class("gp3"), {})
     assert finding.severity == "warning" and "no StorageClass 'gp3' there" in finding.message
     assert "a class of ebs.csi.aws.com" in finding.message
+
+
+def test_a_class_missing_on_the_releases_cluster_is_a_warning_whatever_its_name() -> None:
+    [finding] = _on_cluster("l2-storageclass-gives-rwx", _external_class("efs-sc"), {}, release_cluster=True)
+    assert finding.severity == "warning" and finding.path == "cache.l2.claim.storageClassName"
+    assert "no StorageClass of that name on context test, so the L2 claim stays Pending" in finding.message
 
 
 def test_with_the_releases_curvine_the_class_is_another_rules() -> None:

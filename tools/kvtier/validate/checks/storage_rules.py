@@ -74,9 +74,9 @@ def l2_storageclass_gives_rwx(ctx: ValuesContext) -> Iterator[Hit]:
     """Judged where the release's Curvine does not own the class: with curvine.enabled the release renders
     its own class (provisioner curvine, ReadWriteMany) and a claim on another one is l2-claim-on-curvine's.
     The class's provisioner, read on the judging cluster (ctx.storage_classes), decides: no ReadWriteMany
-    is an error, an unknown provisioner a warning. Unread, the name alone is at most a warning that says
-    which provisioner it conventionally stands for (kvtier.upstream.storage_provisioners) and how to
-    confirm it."""
+    is an error, an unknown provisioner a warning; a class missing on the release's cluster is a warning
+    (the claim waits for it). Unread, the name alone is at most a warning that says which provisioner it
+    conventionally stands for (kvtier.upstream.storage_provisioners) and how to confirm it."""
     l2 = lookup(ctx.values, "cache", "l2")
     if not isinstance(l2, dict) or not l2.get("enabled"):
         return
@@ -90,6 +90,15 @@ def l2_storageclass_gives_rwx(ctx: ValuesContext) -> Iterator[Hit]:
     read = ctx.storage_classes(name) if ctx.storage_classes is not None else None
     if read is not None and read.provisioner:
         yield from _judge_provisioner(name, read.provisioner, read.where)
+    elif read is not None and read.absent:
+        yield Hit(
+            f"cache.l2.claim.storageClassName {name!r}: there is no StorageClass of that name on "
+            f"{read.where}, so the L2 claim stays Pending (and every engine pod with it) until one is made; "
+            f"expected a class that exists there and gives ReadWriteMany ({RWX_CLASSES}): `kubectl get "
+            "storageclass` lists them",
+            CLASS_PATH,
+            severity="warning",
+        )
     else:
         yield from _judge_name(name, read.problem if read is not None else "")
 

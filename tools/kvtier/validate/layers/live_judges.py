@@ -78,10 +78,11 @@ def storage_classes(judge: Any, options: Options) -> Any:
     from kvtier.validate.layers import storage_classes
 
     if judge is not None and not isinstance(judge, str):
-        return storage_classes.reader(judge.rest, judge.where)
+        return storage_classes.reader(judge.rest, judge.where, release_cluster=not judge.local)
     if options.kube_context:
         where = f"context {options.kube_context}"
-        return storage_classes.reader(_context_rest(options.kube_context, options.kubeconfig), where)
+        rest = _context_rest(options.kube_context, options.kubeconfig)
+        return storage_classes.reader(rest, where, release_cluster=True)
     return None
 
 

@@ -25,13 +25,17 @@ class ClusterClass:
     where: str  # the cluster, in words: "context prod", "the test cluster (https://127.0.0.1:6443)"
     provisioner: str = ""  # empty: not read, `problem` says why
     problem: str = ""  # "no StorageClass 'gp2' on context prod", "403 Forbidden", "did not answer: ..."
+    # Not there, on the cluster the release goes to (not a control plane of validate's own, which holds
+    # only the classes made on it): the claim would stay Pending.
+    absent: bool = False
 
 
 Reader = Callable[[str], ClusterClass]
 
 
-def reader(rest: Any, where: str) -> Reader:
-    """A reader of StorageClasses through `rest` (a kvtier.cluster.common.rest.Rest), one GET per name."""
+def reader(rest: Any, where: str, release_cluster: bool) -> Reader:
+    """A reader of StorageClasses through `rest` (a kvtier.cluster.common.rest.Rest), one GET per name;
+    `release_cluster`: the cluster the release goes to, where a missing class is a finding."""
     import urllib3
 
     from kvtier.cluster.common.rest import ApiException
@@ -45,7 +49,9 @@ def reader(rest: Any, where: str) -> Reader:
         except (OSError, urllib3.exceptions.HTTPError) as error:
             return ClusterClass(name, where, problem=f"{where} did not answer: {error}")
         if not isinstance(found, dict):
-            return ClusterClass(name, where, problem=f"no StorageClass {name!r} on {where}")
+            return ClusterClass(
+                name, where, problem=f"no StorageClass {name!r} on {where}", absent=release_cluster
+            )
         provisioner = found.get("provisioner")
         if not isinstance(provisioner, str) or not provisioner:
             return ClusterClass(name, where, problem=f"StorageClass {name!r} on {where} names no provisioner")
