@@ -1,13 +1,16 @@
-"""What a client receives through the real vllm-router when the engine serving its stream dies (SIGKILL)
-after the first chunks (issue 65): the status, the events, the last finish_reason, [DONE] or not, and how
-the bytes ended, read off the socket (kvtier.engine_rig.raw_stream). A careful client must be able to tell
-the answer is incomplete; the soak counts such an answer as a failed request (kvtier.load.soak.cut_short).
-The recorded stream is printed for docs/reliability.md.
+"""What a client receives through the real vllm-router when the engine serving its stream dies after the
+first chunks (issue 65): SIGKILL (a crash, as the rig's soak kills) and SIGTERM (the engine's own shutdown,
+as a pod delete begins). Recorded off the socket (kvtier.engine_rig.raw_stream): the status, the events,
+the last finish_reason, [DONE] or not, the body's framing and how the bytes ended. A careful client must be
+able to tell the answer is incomplete; the soak counts one that vllm bench serve took as a success as a
+failed request (kvtier.load.soak.cut_short). The records are printed for docs/reliability.md.
 """
 
 from __future__ import annotations
 
 import json
+
+import pytest
 
 from kvtier.engine_rig import raw_stream
 from kvtier.engine_rig import rig as engine_rig
@@ -17,7 +20,10 @@ MAX_TOKENS = 1500  # far more than the stream gets through before the kill (seco
 RUNNING = "vllm:num_requests_running"
 
 
-def test_a_stream_whose_engine_dies_is_not_a_finished_answer(engines: engine_rig.EngineRig) -> None:
+@pytest.mark.parametrize("graceful", [False, True], ids=["SIGKILL", "SIGTERM"])
+def test_a_stream_whose_engine_dies_is_not_a_finished_answer(
+    engines: engine_rig.EngineRig, graceful: bool
+) -> None:
     payload = {
         "model": engine_rig.MODEL_NAME, "prompt": kvcheck.long_prompt(60, nonce="cut-stream"),
         "max_tokens": MAX_TOKENS, "ignore_eos": True, "temperature": 0, "stream": True,
@@ -29,7 +35,7 @@ def test_a_stream_whose_engine_dies_is_not_a_finished_answer(engines: engine_rig
         running = [kvcheck.read_metrics(kvcheck.metrics_url(url)).get(RUNNING, 0.0) for url in engines.urls]
         serving = [index for index, count in enumerate(running) if count > 0]
         assert len(serving) == 1, f"expected one engine serving the stream: {RUNNING} {running}"
-        engines.kill(serving[0])
+        engines.kill(serving[0], graceful)
         killed.append(serving[0])
 
     try:
@@ -38,9 +44,11 @@ def test_a_stream_whose_engine_dies_is_not_a_finished_answer(engines: engine_rig
     finally:
         for index in killed:  # the session's rig serves the next test whole
             engines.restart(index)
-    report = recorded.as_dict()
-    report["text"] = f"{len(recorded.text)} characters"
-    print(f"[cut-stream] {json.dumps(report)}")
-    assert killed, "the stream never got its first events"
-    assert recorded.text_events >= 3 and recorded.last_finish_reason is None, report
-    assert not recorded.finished(), f"a stream cut by a dead engine looked finished: {report}"
+    report = {**recorded.as_dict(), "text": f"{len(recorded.text)} characters"}
+    report |= {"finished": recorded.finished(), "clean_end": recorded.clean_end()}
+    print(f"[cut-stream] {'SIGTERM' if graceful else 'SIGKILL'}: {json.dumps(report)}")
+    assert killed and recorded.text_events >= 3, f"the stream never got its first events: {report}"
+    # An incomplete answer ended as a success would be (200, framed to its end, no error): a client that
+    # does not check finish_reason takes a truncated answer as the answer.
+    cut_cleanly = recorded.clean_end() and recorded.last_finish_reason is None
+    assert not cut_cleanly, f"an incomplete stream ended as a finished one does: {report}"

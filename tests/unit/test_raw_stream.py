@@ -46,7 +46,9 @@ def test_a_finished_stream_is_told_from_one_that_stopped_short() -> None:
     done = b"%x\r\n%s\r\n" % (len(b"data: [DONE]\n\n"), b"data: [DONE]\n\n")
     with serving(HEAD + event("a") + event("b", "length") + done + b"0\r\n\r\n") as url:
         finished = raw_stream.stream(url, {"stream": True}, timeout_s=10)
-    assert finished.finished() and finished.text == "ab" and finished.ending == "closed"
+    assert (
+        finished.finished() and finished.clean_end() and finished.text == "ab" and finished.ending == "closed"
+    )
     assert (finished.status, finished.text_events, finished.last_finish_reason) == (200, 2, "length")
     # Closed after two text events: no finish_reason, no [DONE], no terminating chunk.
     seen = []
@@ -54,12 +56,12 @@ def test_a_finished_stream_is_told_from_one_that_stopped_short() -> None:
         cut = raw_stream.stream(
             url, {"stream": True}, after_events=1, then=lambda: seen.append(1), timeout_s=10
         )
-    assert not cut.finished() and seen == [1] and cut.text == "ab"
+    assert not cut.finished() and not cut.clean_end() and seen == [1] and cut.text == "ab"
     assert (cut.terminated, cut.done, cut.last_finish_reason, cut.ending) == (False, False, None, "closed")
     # Framed cleanly, [DONE] included, but the last choice never finished: a careful client fails it.
     with serving(HEAD + event("a") + done + b"0\r\n\r\n") as url:
         clean = raw_stream.stream(url, {"stream": True}, timeout_s=10)
-    assert clean.terminated and clean.done and not clean.finished()
+    assert clean.terminated and clean.done and not clean.finished() and clean.clean_end()
 
 
 def test_a_response_cut_inside_a_chunk_keeps_what_arrived() -> None:

@@ -44,6 +44,13 @@ class Recorded:
         framed = self.terminated or not self.chunked
         return self.status == 200 and self.last_finish_reason is not None and self.done and framed
 
+    def clean_end(self) -> bool:
+        """Whether a client that reads to the end without checking finish_reason (vllm bench serve, vLLM
+        0.32.0's benchmarks/lib/endpoint_request_func.py) takes it as a success: 200, a choice at least, no
+        error event, a body framed to its end (aiohttp raises on a chunked body without its last chunk)."""
+        framed = self.terminated or not self.chunked
+        return self.status == 200 and self.text_events > 0 and not self.errors and framed
+
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 

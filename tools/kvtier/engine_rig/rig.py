@@ -118,10 +118,14 @@ class EngineRig(processes.Rig):
             kvcheck.stream_completion(replica.url, MODEL_NAME, kvcheck.long_prompt(200), timeout=300)
             self.log(f"{replica.process.name} ready at {replica.url} ({took:.0f} s)")
 
-    def kill(self, index: int) -> None:
-        """SIGKILL replica `index` (a crash) and reap it; restart() brings it back on its address. vLLM's
-        message queues it leaves in /dev/shm are removed (a restart never reopens them)."""
+    def kill(self, index: int, graceful: bool = False) -> None:
+        """SIGKILL replica `index` (a crash), or SIGTERM it (`graceful`: its own shutdown, as a pod delete
+        begins), and reap it; restart() brings it back on its address. vLLM's message queues it leaves in
+        /dev/shm are removed (a restart never reopens them)."""
         process = self.started[index].process
+        if graceful:
+            processes.stop(process)
+            return
         leftovers = processes.shm_segments(process.popen.pid)
         processes.kill(process)
         for segment in leftovers:
