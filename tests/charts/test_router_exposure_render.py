@@ -3,7 +3,7 @@ the values schema takes them, every combination renders with Helm 3 and 4 and pa
 schemas of 1.30 to 1.35 (the HTTPRoute, a custom resource, is judged by the API server in
 tests/cluster/test_router_httproute_on_apiserver.py), the routes lead to the router Service's HTTP port,
 the NetworkPolicy lets networkPolicy.exposedFrom in while a way in is on, and `kvtier validate` judges
-the exposure."""
+the exposure: an Ingress's TLS on the rendered Ingress, host form by host form (router-ingress-tls)."""
 
 from __future__ import annotations
 
@@ -66,6 +66,12 @@ COMBOS: dict[str, dict[str, Any]] = {
     "node port": {"router": {"service": {"type": "NodePort"}}, **KEY},
     "ingress": {"router": {"ingress": INGRESS}, **KEY},
     "ingress for any host": {"router": {"ingress": {"enabled": True, "hosts": {MODEL: []}}}, **KEY},
+    "ingress for any host with the default certificate": {
+        "router": {
+            "ingress": {"enabled": True, "hosts": {MODEL: []}, "tls": [{"secretName": "default-tls"}]}
+        },
+        **KEY,
+    },
     "http route": {"router": {"httpRoute": HTTP_ROUTE}, **KEY},
     "http route for the listeners' hosts": {
         "router": {"httpRoute": {"enabled": True, "parentRefs": [{"name": "gw"}], "hostnames": {MODEL: []}}},
@@ -170,6 +176,22 @@ def test_the_ingress_carries_its_hosts_paths_and_only_its_own_tls(tmp_path: Path
     anywhere = render_docs(CHART, values=[CPU, _file(tmp_path, COMBOS["ingress for any host"])])
     [rule] = find(anywhere, "Ingress")[0]["spec"]["rules"]
     assert "host" not in rule and "tls" not in find(anywhere, "Ingress")[0]["spec"]
+
+
+def test_the_ingress_keeps_every_tls_entry_that_covers_its_hosts(tmp_path: Path) -> None:
+    """As the Ingress API matches hosts: a wildcard one label above a host, and an entry without hosts
+    (the controller's default certificate), which alone covers the rule for any host."""
+    tls = [
+        {"secretName": "wildcard-tls", "hosts": ["*.example.com"]},
+        {"secretName": "com-tls", "hosts": ["*.com"]},  # two labels above llm.example.com: not it
+        {"secretName": "default-tls"},
+    ]
+    named = {"router": {"ingress": {"enabled": True, "hosts": {MODEL: ["llm.example.com"]}, "tls": tls}}}
+    [ingress] = find(render_docs(CHART, values=[CPU, _file(tmp_path, named)]), "Ingress")
+    assert ingress["spec"]["tls"] == [tls[0], tls[2]]
+    anywhere = {"router": {"ingress": {"enabled": True, "hosts": {MODEL: []}, "tls": tls}}}
+    [ingress] = find(render_docs(CHART, values=[CPU, _file(tmp_path, anywhere)]), "Ingress")
+    assert ingress["spec"]["tls"] == [tls[2]]
 
 
 def test_the_http_route_carries_its_parents_hostnames_and_paths(tmp_path: Path) -> None:
@@ -372,3 +394,101 @@ def test_validate_refuses_an_exposed_router_without_a_key_and_passes_an_internal
     judged = [f for f in env["findings"] if str(f.get("rule", "")).startswith("router-expos")]
     assert judged == [] and not [f for f in env["findings"] if f["check"] == "schema"]
     assert code == 0, [f for f in env["findings"] if f.get("severity") == "error"]
+
+
+def _ingress_tls_findings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], ingress: dict[str, Any], key: bool = True
+) -> tuple[int, list[dict[str, Any]], list[dict[str, Any]]]:
+    """`kvtier validate` on values/cpu.yaml with router.ingress `ingress` (and the API key): its exit
+    code, the router-ingress-tls findings and the router-exposed-api-key ones."""
+    base = yaml.safe_load(CPU.read_text())
+    router = {**base["router"], "ingress": {"enabled": True, **ingress}}
+    path = tmp_path / "ingress.yaml"
+    path.write_text(yaml.safe_dump({**base, "router": router, **(KEY if key else {})}, sort_keys=False))
+    code, env = _validate(path, capsys)
+    found = env["findings"]
+    assert not [f for f in found if f["check"] == "schema"], found
+    return (
+        code,
+        [f for f in found if f.get("rule") == "router-ingress-tls"],
+        [f for f in found if f.get("rule") == "router-exposed-api-key"],
+    )
+
+
+ALB_CERT = {"alb.ingress.kubernetes.io/certificate-arn": "arn:aws:acm:us-east-1:1:certificate/x"}
+INGRESS_TLS_CASES = {
+    # (router.ingress, {rendered rule host: severity} of router-ingress-tls)
+    "a wildcard covers one label, not two": (
+        {
+            "hosts": {MODEL: ["llm.example.com", "a.b.example.com"]},
+            "tls": [{"secretName": "wildcard-tls", "hosts": ["*.example.com"]}],
+        },
+        {"a.b.example.com": "error"},
+    ),
+    "a named host covered, another not": (
+        {
+            "hosts": {MODEL: ["llm.example.com", "api.example.com"]},
+            "tls": [{"secretName": "llm-tls", "hosts": ["llm.example.com"]}],
+        },
+        {"api.example.com": "error"},
+    ),
+    "the tls is another model's host": (
+        {
+            "hosts": {MODEL: ["llm.example.com"]},
+            "tls": [{"secretName": "other-tls", "hosts": ["other.example.com"]}],
+        },
+        {"llm.example.com": "error"},
+    ),
+    "any host with named tls only": (
+        {"hosts": {MODEL: []}, "tls": [{"secretName": "llm-tls", "hosts": ["llm.example.com"]}]},
+        {"": "error"},
+    ),
+    "tls from an ALB annotation": (
+        {
+            "hosts": {MODEL: ["llm.example.com"]},
+            "annotations": ALB_CERT,
+        },
+        {"llm.example.com": "warning"},
+    ),
+}
+
+
+@pytest.mark.parametrize(("ingress", "judged"), INGRESS_TLS_CASES.values(), ids=INGRESS_TLS_CASES.keys())
+def test_validate_judges_ingress_tls_on_the_render(
+    ingress: dict[str, Any], judged: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Whatever router.ingress.tls looks like, each rendered rule host without a covering spec.tls entry
+    is reported with the key on: an error naming the Ingress, the host and the fix, a warning where a
+    controller annotation supplies the certificate."""
+    code, tls, _ = _ingress_tls_findings(tmp_path, capsys, ingress)
+    values = {"router": {"ingress": {"enabled": True, **ingress}}}
+    [rendered] = find(render_docs(CHART, values=[CPU, _file(tmp_path, values)]), "Ingress")
+    hosts = [r.get("host", "") for r in rendered["spec"]["rules"]]
+    assert {hosts[int(f["path"].split("[")[1].rstrip("]"))]: f["severity"] for f in tls} == judged
+    for f in tls:
+        assert f["subject"] == f"Ingress/kvtier-kv-tiered-inference-{MODEL}-router"  # validate's release
+        if f["severity"] == "error":
+            assert "router.ingress.tls" in f["message"] or "router.ingress.hosts" in f["message"]
+    assert code == (1 if "error" in judged.values() else 0)
+
+
+def test_validate_passes_an_any_host_ingress_covered_by_a_tls_entry_without_hosts_and_only_then(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    covered = {"hosts": {MODEL: []}, "tls": [{"secretName": "default-tls"}]}
+    code, tls, _ = _ingress_tls_findings(tmp_path, capsys, covered)
+    assert tls == [] and code == 0
+    code, tls, _ = _ingress_tls_findings(tmp_path, capsys, {"hosts": {MODEL: []}})
+    assert [(f["path"], f["severity"]) for f in tls] == [("spec.rules[0]", "error")] and code == 1
+
+
+def test_validate_without_an_api_key_keeps_the_exposure_error_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No key: router-exposed-api-key refuses the Ingress and router-ingress-tls stays silent; with the key
+    the same bare host is router-ingress-tls's error."""
+    bare = {"hosts": {MODEL: ["llm.example.com"]}}
+    code, tls, keyless = _ingress_tls_findings(tmp_path, capsys, bare, key=False)
+    assert tls == [] and [f["severity"] for f in keyless] == ["error"] and code == 1
+    code, tls, keyless = _ingress_tls_findings(tmp_path, capsys, bare)
+    assert [f["severity"] for f in tls] == ["error"] and keyless == [] and code == 1
