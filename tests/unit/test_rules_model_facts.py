@@ -20,6 +20,7 @@ from kvtier.errors import UserError
 from kvtier.plan.facts import GIB, INSTANCE_STORE_GB, INSTANCE_TYPES, KNOWN_MODELS
 from kvtier.upstream import storage_provisioners
 from kvtier.validate import catalogue, model_facts
+from kvtier.validate.checks import curvine_rules
 from kvtier.validate.findings import Finding
 from kvtier.validate.inputs import loader
 from kvtier.validate.layers import storage_classes
@@ -231,7 +232,7 @@ def test_shipped_models_contexts(repo: str, limit: int) -> None:
 
 
 def test_weights_beyond_every_gpu_of_the_instance_are_refused() -> None:
-    values = _values(model="meta-llama/Llama-3.3-70B-Instruct", dtype="bfloat16")
+    values = _values(model="meta-llama/Llama-3.1-70B-Instruct", dtype="bfloat16")
     [finding] = _run("weights-fit-instance-gpus", values)
     assert finding.severity == "error" and finding.path == "models[0].instanceType"
     assert "1 x 44.99 GiB L40S = 45.0 GiB of GPU memory in all: no replica can load them" in finding.message
@@ -496,7 +497,8 @@ def test_what_is_not_on_the_instance_store_is_not_judged() -> None:
     assert _run("curvine-data-dirs-fit-instance-store", _worker("ml.g6e.4xlarge", memory, root)) == []
 
 
-def test_an_instance_type_without_a_store_figure_is_a_warning() -> None:
+def test_an_instance_type_without_a_store_figure_is_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(curvine_rules.INSTANCE_STORE_GB, "ml.g6.xlarge")  # every shipped type has one
     [finding] = _run(
         "curvine-data-dirs-fit-instance-store",
         _worker("ml.g6.xlarge", {"path": NVME, "type": "SSD", "capacity": "1GB"}),

@@ -53,7 +53,7 @@ class ModelSpec:
     @classmethod
     def from_hf_config(cls, name: str, cfg: dict[str, Any], source: str = "") -> ModelSpec:
         """`source` names the config in errors (its file); the fields are checked before any arithmetic."""
-        cfg = model_config.checked(cfg, source or f"model config {name}")
+        cfg = model_config.with_class_defaults(model_config.checked(cfg, source or f"model config {name}"))
         layers = int(cfg["num_hidden_layers"])
         heads = int(cfg["num_attention_heads"])
         hidden = int(cfg["hidden_size"])

@@ -96,3 +96,29 @@ def checked(cfg: dict[str, Any], source: str) -> dict[str, Any]:
             f"leaves no head dimension; set {prefix}head_dim, or check both {HINT}"
         )
     return cfg
+
+
+def _gemma2_defaults(cfg: dict[str, Any]) -> dict[str, Any]:
+    # transformers' Gemma2Config (models/gemma2/configuration_gemma2.py): tie_word_embeddings True,
+    # sliding_window 4096, and layer_types, when absent, windowed on every even-numbered layer (0, 2, ...)
+    layers = cfg.get("num_hidden_layers")
+    types = (
+        ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(layers)]
+        if isinstance(layers, int) and not isinstance(layers, bool) and 0 < layers <= MAX_DIM
+        else None
+    )
+    return {"tie_word_embeddings": True, "sliding_window": 4096, "layer_types": types}
+
+
+# model_type -> the defaults its transformers config class gives keys a config.json leaves out (vLLM reads
+# the config through that class). Only where the class default differs from what the planner assumes of
+# an absent key (untied embeddings, no sliding window).
+CLASS_DEFAULTS = {"gemma2": _gemma2_defaults}
+
+
+def with_class_defaults(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The config as its transformers class reads it: keys the file leaves out take the class's defaults."""
+    defaults = CLASS_DEFAULTS.get(str(cfg.get("model_type") or ""))
+    if defaults is None:
+        return cfg
+    return {**{k: v for k, v in defaults(cfg).items() if v is not None}, **cfg}

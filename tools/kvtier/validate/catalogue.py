@@ -59,18 +59,19 @@ def run_values(
         origins = ctx.where()
         for hit in hits:
             spot = origins.at(hit.path)
+            message, severity = hit.settled()
             out.append(
                 Finding(
                     r.check_name,
                     r.id,
-                    f"{hit.message} ({spot.note})" if spot.note else hit.message,
+                    f"{message} ({spot.note})" if spot.note else message,
                     spot.file,
                     spot.line,
                     spot.column,
                     format_path(hit.path),
                     suggestion=r.remedy,
                     reason=r.reason,
-                    severity=hit.severity,
+                    severity=severity,
                 )
             )
     return out

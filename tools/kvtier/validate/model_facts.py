@@ -6,7 +6,7 @@ In order, for each models[] entry:
 2. the model itself, when `model` names a folder on this machine (vLLM serves a local path the same way);
 3. the local Hugging Face cache (HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub, as
    huggingface_hub lays it out): the snapshot of source.huggingface.revision, else of refs/main;
-4. the planner's shipped configs (kvtier.plan.facts.KNOWN_MODELS);
+4. the shipped configs (kvtier.facts, models/*.yaml), each key confirmed or not against its published file;
 5. a `--model-config PATH` given without MODEL=: it stands for every model nothing above describes.
 Nothing is downloaded. A file that cannot be read is a usage error when the user named it, and is passed over
 (the model stays unknown, and model-facts-unknown says so) when it was only found in a cache.
@@ -22,7 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from kvtier import inputfiles
+from kvtier import facts, inputfiles
 from kvtier.errors import UserError
 from kvtier.plan import model_config
 from kvtier.plan.capacity import known_config
@@ -40,10 +40,21 @@ HOW_TO_SUPPLY = (
 @dataclass(frozen=True)
 class ModelFacts:
     name: str  # what messages call the model
-    config: dict[str, Any]  # config.json's fields (a multimodal config's text_config), checked
+    config: dict[str, Any]  # config.json's fields (a multimodal config's text_config), checked, with the
+    # defaults of its transformers config class for keys it leaves out (model_config.with_class_defaults)
     origin: str  # "shipped", or the file the facts were read from
     weight_bytes: int | None = None  # model.safetensors.index.json metadata.total_size, as stored
     gated: bool | None = None  # the Hub's licence gate: known for shipped models only
+    # shipped config keys not confirmed against the published config.json ("*": none); a user's file: none
+    unconfirmed: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "config", model_config.with_class_defaults(self.config))
+
+    def rests_on(self, *keys: str) -> str:
+        """Which of `keys` a judgement takes from an unconfirmed shipped figure, in words ("" if none)."""
+        doubtful = [k for k in keys if k in self.config and {"*", k} & self.unconfirmed]
+        return f"{self.name}'s shipped {', '.join(doubtful)}" if doubtful else ""
 
     @property
     def quantized(self) -> bool:
@@ -154,8 +165,8 @@ def find(model: Mapping[str, Any], given: Mapping[str, Path]) -> ModelFacts | No
     shipped = known_config(name)
     if shipped:
         short, config = shipped
-        gated = config.get("gated")
-        return ModelFacts(short, config, "shipped", None, gated if isinstance(gated, bool) else None)
+        entry = facts.models()[short]
+        return ModelFacts(short, config, "shipped", None, entry.gated, entry.unconfirmed)
     return _given(name, given[ANY_MODEL]) if ANY_MODEL in given else None
 
 

@@ -34,6 +34,19 @@ class Hit:
     subject: str = ""  # manifests rules: Kind/name
     manifest_path: str = ""
     severity: Severity = "error"  # or "warning": a likely mistake the rule cannot prove
+    # The shipped facts the judgement rests on that were not confirmed against their published source
+    # (kvtier.facts), in words; an error resting on one is reported as a warning (`settled`).
+    unconfirmed: str = ""
+
+    def settled(self) -> tuple[str, Severity]:
+        """(message, severity) as reported: no refusal rests on a fact that was not confirmed."""
+        if not self.unconfirmed or self.severity != "error":
+            return self.message, self.severity
+        return (
+            f"{self.message} [a warning, not an error: it rests on {self.unconfirmed}, shipped but not "
+            "confirmed against the published source (tools/kvtier/facts); check that figure there]",
+            "warning",
+        )
 
 
 @dataclass

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from fractions import Fraction
 from typing import Any
 
+from kvtier import facts as shipped
 from kvtier import quantity
 from kvtier.plan.facts import INSTANCE_STORE_GB
 from kvtier.upstream import curvine_config
@@ -334,6 +335,7 @@ def data_dirs_fit_instance_store(ctx: ValuesContext) -> Iterator[Hit]:
             f"curvine.worker.dataDirs[{on_store[0][0]}] is under {INSTANCE_STORE_MOUNT}, but the workers' "
             f"instance type {instance} has no instance store (EBS only): the L2 would fill the root volume",
             ("curvine", "worker", "dataDirs", on_store[0][0], "path"),
+            unconfirmed=shipped.unconfirmed_instance(instance, ("instance_store_gb",)),
         )
     elif sizes and wanted > store:
         j = sizes[-1][0]
@@ -342,4 +344,5 @@ def data_dirs_fit_instance_store(ctx: ValuesContext) -> Iterator[Hit]:
             f"dirReserved {_gib(reserved)} each), more than {instance}'s {store_gb} GB instance store "
             f"({_gib(store)})",
             ("curvine", "worker", "dataDirs", j, "capacity"),
+            unconfirmed=shipped.unconfirmed_instance(instance, ("instance_store_gb",)),
         )

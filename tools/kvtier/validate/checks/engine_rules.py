@@ -112,11 +112,13 @@ def tp_divides_heads(ctx: ValuesContext) -> Iterator[Hit]:
             yield Hit(
                 f"models[{i}] tensor parallel size {tp} does not divide {name}'s {heads} attention heads",
                 ("models", i, "gpusPerReplica"),
+                unconfirmed=found.rests_on("num_attention_heads"),
             )
         elif (kv % tp) if kv >= tp else (tp % kv):
             yield Hit(
                 f"models[{i}] tensor parallel size {tp} and {name}'s {kv} KV heads do not divide one another",
                 ("models", i, "gpusPerReplica"),
+                unconfirmed=found.rests_on("num_attention_heads", "num_key_value_heads"),
             )
 
 
@@ -178,6 +180,7 @@ def max_model_len_within_model(ctx: ValuesContext) -> Iterator[Hit]:
                 f"models[{i}].maxModelLen {length} is above {found.name}'s limit of {limit} positions "
                 f"(config.json max_position_embeddings, from {found.origin})",
                 ("models", i, "maxModelLen"),
+                unconfirmed=found.rests_on(*POSITION_KEYS, "rope_scaling"),
             )
 
 

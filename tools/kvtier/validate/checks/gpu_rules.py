@@ -17,12 +17,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from kvtier import facts as shipped
 from kvtier.plan.capacity import DTYPE_BYTES, ModelSpec
 from kvtier.plan.facts import COMPUTE_CAPABILITY, GIB
 from kvtier.plan.inputs import kv_dtype_bytes
 from kvtier.upstream import vllm_options
 from kvtier.validate import model_facts
-from kvtier.validate.checks.workload_rules import _gpu_target, instance_facts
+from kvtier.validate.checks.workload_rules import gpu_target, instance_facts
 from kvtier.validate.rules import Hit, ValuesContext, rule
 from kvtier.values import extra_args, lookup, model_entries
 
@@ -109,6 +110,7 @@ class Gpu:
     count: int
     memory_gib: float  # per GPU
     capability: tuple[int, int] | None
+    unconfirmed: str = ""  # the instance type's shipped figures not confirmed against their source
 
     @property
     def capability_text(self) -> str:
@@ -117,13 +119,15 @@ class Gpu:
 
 def gpu_of(values: dict[str, Any], model: dict[str, Any]) -> Gpu | None:
     """The GPU of a model's instance type, on a GPU target (not `engine.accelerator: cpu`), if known."""
-    if not _gpu_target(values):
+    if not gpu_target(values):
         return None
     facts = instance_facts(model.get("instanceType"))
     if not facts:
         return None
     name, count, memory, _ = facts
-    return Gpu(str(model.get("instanceType")), name, count, memory, COMPUTE_CAPABILITY.get(name))
+    instance = model.get("instanceType")
+    doubt = shipped.unconfirmed_instance(instance, ("gpu", "gpus"), gpu_figures=True)
+    return Gpu(str(instance), name, count, memory, COMPUTE_CAPABILITY.get(name), doubt)
 
 
 def _dtype(model: dict[str, Any]) -> str:
@@ -165,6 +169,7 @@ def dtype_supported_by_gpu(ctx: ValuesContext) -> Iterator[Hit]:
                 f"capability {gpu.capability_text}, and vLLM needs at least 8.0 for bfloat16 "
                 "(expected half, float16, float32 or auto)",
                 ("models", i, "dtype"),
+                unconfirmed=gpu.unconfirmed,
             )
 
 
@@ -273,6 +278,18 @@ def weights_of(ctx: ValuesContext, model: dict[str, Any], gpu: Gpu) -> Weights |
     return Weights(found, spec, dtype, total, *parallel)
 
 
+# The config.json keys the weight and KV arithmetic reads (kvtier.plan.capacity.ModelSpec.from_hf_config).
+SHAPE_KEYS = (
+    "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim", "hidden_size",
+    "intermediate_size", "vocab_size", "tie_word_embeddings", "torch_dtype", "num_parameters",
+    "max_position_embeddings", "sliding_window", "layer_types", "kv_lora_rank", "qk_rope_head_dim",
+)  # fmt: skip
+
+
+def _rests_on(weights: Weights, gpu: Gpu) -> str:
+    return shipped.doubts(weights.facts.rests_on(*SHAPE_KEYS), gpu.unconfirmed)
+
+
 def _beyond_instance(weights: Weights, gpu: Gpu) -> bool:
     """The weights exceed the whole memory of every GPU the instance type has."""
     return weights.total > gpu.count * gpu.memory_gib * GIB
@@ -297,6 +314,7 @@ def weights_fit_instance_gpus(ctx: ValuesContext) -> Iterator[Hit]:
             f"{weights.dtype}; {gpu.instance_type} has {gpu.count} x {gpu.memory_gib:g} GiB {gpu.model} = "
             f"{gpu.count * gpu.memory_gib:.1f} GiB of GPU memory in all: no replica can load them",
             ("models", i, "instanceType"),
+            unconfirmed=_rests_on(weights, gpu),
         )
 
 
@@ -333,6 +351,7 @@ def gpu_memory_holds_weights(ctx: ValuesContext) -> Iterator[Hit]:
                 f"(over {tp * pp} GPU(s)): expected at least {per_gpu / (gpu.memory_gib * GIB):.2f} plus "
                 "room for the KV cache",
                 ("models", i, "gpuMemoryUtilization"),
+                unconfirmed=_rests_on(weights, gpu),
             )
             continue
         tokens = model.get("maxModelLen") or weights.facts.config.get("max_position_embeddings")
@@ -353,6 +372,7 @@ def gpu_memory_holds_weights(ctx: ValuesContext) -> Iterator[Hit]:
                 "hold at start: lower maxModelLen or spread the model over more GPUs",
                 ("models", i, "gpuMemoryUtilization"),
                 severity="error" if certain else "warning",
+                unconfirmed=_rests_on(weights, gpu),
             )
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from fractions import Fraction
 from typing import Any
 
+from kvtier import facts as shipped
 from kvtier import quantity
 from kvtier.plan.capacity import gpu_for
 from kvtier.plan.facts import GIB
@@ -62,7 +63,7 @@ def instance_facts(name: Any) -> tuple[str, int, float, float] | None:
     return gpu_for(text) or gpu_for(f"ml.{text}")
 
 
-def _gpu_target(values: dict[str, Any]) -> bool:
+def gpu_target(values: dict[str, Any]) -> bool:
     return values.get("target") == "hyperpod" or lookup(values, "engine", "accelerator") != "cpu"
 
 
@@ -72,7 +73,7 @@ def _gpu_target(values: dict[str, Any]) -> bool:
     remedy="lower gpusPerReplica (and the tensor parallel size) or choose an instance type with enough GPUs",
 )
 def gpus_fit_instance(ctx: ValuesContext) -> Iterator[Hit]:
-    if not _gpu_target(ctx.values):
+    if not gpu_target(ctx.values):
         return
     for i, model in model_entries(ctx.values):
         facts = instance_facts(model.get("instanceType"))
@@ -82,6 +83,7 @@ def gpus_fit_instance(ctx: ValuesContext) -> Iterator[Hit]:
                 f"models[{i}] asks for {gpus} GPUs per replica; {model.get('instanceType')} has {facts[1]} "
                 f"({facts[0]})",
                 ("models", i, "gpusPerReplica"),
+                unconfirmed=shipped.unconfirmed_instance(model.get("instanceType"), ("gpus",)),
             )
 
 
@@ -108,6 +110,7 @@ def memory_fits_instance(ctx: ValuesContext) -> Iterator[Hit]:
                     f"the {facts[3]:g} GiB of {model.get('instanceType')}",
                     ("models", i, "resources", kind, "memory"),
                     severity=severity,
+                    unconfirmed=shipped.unconfirmed_instance(model.get("instanceType"), ("host_gib",)),
                 )
             elif kind == "requests" and asked is not None and asked > host * ALLOCATABLE_SHARE:
                 yield Hit(
