@@ -354,7 +354,7 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
     "tp-divides-heads": (
         _model(gpusPerReplica=4),
         _model(gpusPerReplica=7),
-        "tensor parallel size 7 and qwen2-7b's 4 KV heads do not divide one another",
+        "tensor parallel size 7 and qwen2-7b-instruct's 4 KV heads do not divide one another",
     ),
     "parallel-fits-gpus": (
         _model(extraArgs=["-pp", "1"]),
@@ -379,7 +379,7 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
     "startup-budget-fits-load": (
         _set("engine", "startupProbe", value={"periodSeconds": 5, "failureThreshold": 7}),
         _set("engine", "startupProbe", value={"periodSeconds": 10, "failureThreshold": 3}),
-        "engine.startupProbe gives each engine 30 s to start; models[0] (qwen2-7b) has 14.2 GiB of weights",
+        "engine.startupProbe gives each engine 30 s to start; models[0] (qwen2-7b-instruct) has 14.2 GiB of weights",
     ),
     "model-facts-unknown": (
         _model(model="meta-llama/Llama-3.1-8B-Instruct"),
@@ -389,7 +389,7 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
     "max-model-len-within-model": (
         _model(maxModelLen=32768),
         _model(maxModelLen=65536),
-        "models[0].maxModelLen 65536 is above qwen2-7b's limit of 32768 positions",
+        "models[0].maxModelLen 65536 is above qwen2-7b-instruct's limit of 32768 positions",
     ),
     "engine-args-reserved": (
         _model(extraArgs=["--max-num-seqs", "4", "--enforce-eager"]),
