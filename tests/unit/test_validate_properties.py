@@ -119,11 +119,13 @@ def test_values_generated_from_the_schema(data: st.DataObject) -> None:
     values = data.draw(from_schema(_schema()))
     text = yaml.dump(values, Dumper=DUMPER, sort_keys=False, allow_unicode=True)
     code, report, error = _run(text)
-    valid = not helm_invalid(values)
     if code == 2:
         assert "generated.yaml" in error
         return
     assert report is not None
+    # Judged as read back from the file, as Helm reads it: YAML folds some characters a generated string
+    # may hold (NEL, U+0085, becomes a space), which decides a pattern matched as Go matches it.
+    valid = not helm_invalid(loader.load_bytes(text.encode("utf-8", "surrogatepass"), Path("g.yaml")).data)
     schema_findings = [
         f for f in report.findings if f.rule.startswith("schema.") and f.rule != "schema.stale-copy"
     ]

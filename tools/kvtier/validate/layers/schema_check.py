@@ -27,6 +27,7 @@ from kvtier.validate.findings import SCHEMA, Finding
 from kvtier.validate.inputs import merge
 from kvtier.validate.inputs.loader import KeyPath, format_path
 from kvtier.validate.inputs.origins import Origins
+from kvtier.validate.layers import schema_pattern
 
 UMBRELLA = "kv-tiered-inference"
 
@@ -66,7 +67,10 @@ def _properties(validator: Any, properties: dict[str, Any], instance: Any, schem
             _clean.add(seen)
 
 
-_Validator = validators.extend(Draft202012Validator, {"properties": _properties})
+# `pattern` as Helm's Go validator matches it (kvtier.validate.layers.schema_pattern).
+_Validator = validators.extend(
+    Draft202012Validator, {"properties": _properties, "pattern": schema_pattern.keyword}
+)
 
 
 @cache
