@@ -61,6 +61,9 @@ def test_a_data_dir_path_with_a_no_break_space_is_taken_as_helm_takes_it() -> No
         (r"^\w+$", "caf\u00e9", False),
         (r"^\d+$", "\u0661\u0662", False),
         (r"^x\b", "x\u00e9", True),  # é is no word character for Go's \b
+        (r"^a\sb$", "a\vb", False),  # Go's \s is [\t\n\f\r ]: no \v
+        (r"^[^\s]+$", "\v", True),
+        (r"^\S+$", "\v", True),
     ],
 )
 def test_patterns_compile_with_gos_meaning(pattern: str, text: str, matches: bool) -> None:
