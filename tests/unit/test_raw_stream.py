@@ -62,6 +62,10 @@ def test_a_finished_stream_is_told_from_one_that_stopped_short() -> None:
     with serving(HEAD + event("a") + done + b"0\r\n\r\n") as url:
         clean = raw_stream.stream(url, {"stream": True}, timeout_s=10)
     assert clean.terminated and clean.done and not clean.finished() and clean.clean_end()
+    # Framed cleanly with a finish_reason, but "abort": vLLM's shutdown ended it, not the answer.
+    with serving(HEAD + event("a") + event("", "abort") + done + b"0\r\n\r\n") as url:
+        aborted = raw_stream.stream(url, {"stream": True}, timeout_s=10)
+    assert aborted.clean_end() and aborted.last_finish_reason == "abort" and not aborted.finished()
 
 
 def test_a_response_cut_inside_a_chunk_keeps_what_arrived() -> None:

@@ -18,6 +18,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 READ_BYTES = 65536
+# finish_reason values of an answer that ran to its end; vLLM also sends "abort" and "error" (vLLM 0.32.0,
+# vllm/v1/engine/__init__.py FINISH_REASON_STRINGS), which end a stream early.
+COMPLETED = ("stop", "length", "repetition")
 
 
 @dataclass
@@ -39,10 +42,10 @@ class Recorded:
     tail: str = ""  # the body's last bytes as they came (framing included), for a report
 
     def finished(self) -> bool:
-        """What a careful client calls a finished answer: 200, a finish_reason on the last choice, [DONE]
-        and, chunked, the body's terminating chunk."""
+        """What a careful client calls a finished answer: 200, a last choice that completed (COMPLETED),
+        [DONE] and, chunked, the body's terminating chunk."""
         framed = self.terminated or not self.chunked
-        return self.status == 200 and self.last_finish_reason is not None and self.done and framed
+        return self.status == 200 and self.last_finish_reason in COMPLETED and self.done and framed
 
     def clean_end(self) -> bool:
         """Whether a client that reads to the end without checking finish_reason (vllm bench serve, vLLM

@@ -10,7 +10,9 @@ run on the replicas of kvtier.engine_rig.tiers, started from the chart's rendere
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -119,12 +121,16 @@ class EngineRig(processes.Rig):
             self.log(f"{replica.process.name} ready at {replica.url} ({took:.0f} s)")
 
     def kill(self, index: int, graceful: bool = False) -> None:
-        """SIGKILL replica `index` (a crash), or SIGTERM it (`graceful`: its own shutdown, as a pod delete
-        begins), and reap it; restart() brings it back on its address. vLLM's message queues it leaves in
-        /dev/shm are removed (a restart never reopens them)."""
+        """SIGKILL replica `index`'s processes (a crash), or (`graceful`) SIGTERM its server process alone,
+        as the kubelet signals a container's first process, and wait for it to exit (its own shutdown stops
+        its engine core); then reap it. restart() brings it back on its address. vLLM's message queues it
+        leaves in /dev/shm are removed (a restart never reopens them)."""
         process = self.started[index].process
         if graceful:
-            processes.stop(process)
+            process.popen.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.popen.wait(60)
+            processes.stop(process)  # whatever outlived it
             return
         leftovers = processes.shm_segments(process.popen.pid)
         processes.kill(process)
