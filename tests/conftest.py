@@ -50,6 +50,14 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     _remove_finished_runs()
 
 
+# Nothing in the tests asks the real Hugging Face Hub: `kvtier validate` reads a model's config.json from the
+# Hub where huggingface_hub is online (kvtier.validate.hub_facts), so the session is offline, and its
+# subprocesses inherit that; tests that need a Hub lift it for a stand-in on loopback
+# (tests/harness/hub_stand_in.py). No telemetry, and no token stored in the user's Hugging Face home is read.
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+os.environ["HF_TOKEN_PATH"] = str(RUN / "hf-token-none")
+
 # `kvtier validate` dry-runs on a local control plane by default, and leaves it up for the next run. A test
 # that runs the command gets it offline unless it asks for the server: the default itself is tested in
 # tests/cluster/test_validate_default_judges.py, which lifts this.

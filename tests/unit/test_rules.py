@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from harness.hub_stand_in import StandInHub, go_online, shipped_config
 from kvtier import toolchain
 from kvtier.upstream import vllm_options
 from kvtier.validate import catalogue
@@ -381,10 +382,16 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
         _set("engine", "startupProbe", value={"periodSeconds": 10, "failureThreshold": 3}),
         "engine.startupProbe gives each engine 30 s to start; models[0] (qwen2-7b-instruct) has 14.2 GiB of weights",
     ),
-    "model-facts-unknown": (
-        _model(model="meta-llama/Llama-3.1-8B-Instruct"),
+    # (HUB_CASES: judged with the stand-in Hub serving the baseline's model)
+    "model-facts-source": (
+        _nothing,
         _model(model="acme/private-13b"),
-        "models[0] (acme/private-13b): validate has no config.json for it (not given with --model-config",
+        "models[0] (acme/private-13b): validate has no config.json for it (the Hub (http://127.0.0.1:",
+    ),
+    "hub-revision-exists": (
+        _model(source={"huggingface": {"revision": "main"}}),
+        _model(source={"huggingface": {"revision": "no-such-branch"}}),
+        "models[0].source.huggingface.revision 'no-such-branch': the Hub (http://127.0.0.1:",
     ),
     "max-model-len-within-model": (
         _model(maxModelLen=32768),
@@ -555,6 +562,29 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
     ),
 }
 DEPLOYED = {"curvine": {"master": {"replicas": 3}}}
+
+
+# The rules whose cases need the Hub to answer validate (kvtier.validate.hub_facts); the tests run offline
+# (tests/conftest.py), so those cases, and the baseline, get a stand-in Hub on loopback serving the baseline's
+# model at its pinned revision: as validate judges online, where the facts come from the Hub.
+HUB_CASES = {"model-facts-source", "hub-revision-exists"}
+
+
+@pytest.fixture(autouse=True)
+def _hub_where_needed(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> Iterator[None]:
+    callspec = getattr(request.node, "callspec", None)
+    needed = callspec.params.get("rule_id") in HUB_CASES if callspec else False
+    if not needed and request.node.name != "test_baseline_passes_every_values_rule":
+        yield
+        return
+    hub = StandInHub()
+    pinned = GOOD["models"][0]["source"]["huggingface"]["revision"]
+    hub.add(GOOD["models"][0]["model"], shipped_config("qwen2-7b-instruct"), revisions={"pinned": pinned})
+    go_online(monkeypatch, hub.start(), tmp_path / "hub-cache")
+    yield
+    hub.stop()
 
 
 def _run(rule_id: str, mutation: Mutation) -> list[Any]:

@@ -184,12 +184,12 @@ def test_a_given_config_judges_an_unshipped_models_context(tmp_path: Path) -> No
     folder = _model_folder(tmp_path / "private", PRIVATE_CONFIG)
     values = _values(model=PRIVATE, maxModelLen=8192)
     assert _run("max-model-len-within-model", values) == []
-    [unknown] = _run("model-facts-unknown", values)
+    [unknown] = _run("model-facts-source", values)
     assert unknown.severity == "warning" and "--model-config MODEL=PATH" in unknown.message
     [finding] = _run("max-model-len-within-model", values, {PRIVATE: folder})
     assert finding.severity == "error" and finding.path == "models[0].maxModelLen"
     assert f"limit of 4096 positions (config.json max_position_embeddings, from {folder})" in finding.message
-    assert _run("model-facts-unknown", values, {PRIVATE: folder}) == []
+    assert _run("model-facts-source", values, {PRIVATE: folder}) == []
     assert (
         _run("max-model-len-within-model", _values(model=PRIVATE, maxModelLen=4096), {PRIVATE: folder}) == []
     )
@@ -530,11 +530,11 @@ def test_validate_takes_model_configs(tmp_path: Path, capsys: pytest.CaptureFixt
         assert code == code_wanted, out
         return {(f["rule"], f["severity"]) for f in out["environments"][0]["findings"]}
 
-    assert ("model-facts-unknown", "warning") in rules(0)
+    assert ("model-facts-source", "warning") in rules(0)
     folder = _model_folder(tmp_path / "private", PRIVATE_CONFIG)
     found = rules(1, "--model-config", f"{PRIVATE}={folder}")
     assert ("max-model-len-within-model", "error") in found and (
-        "model-facts-unknown",
+        "model-facts-source",
         "warning",
     ) not in found
     assert cli.main([*base, "--model-config", str(tmp_path / "nowhere.json")]) == exitcodes.USAGE

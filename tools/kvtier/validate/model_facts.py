@@ -4,12 +4,16 @@ In order, for each models[] entry:
 1. a `--model-config MODEL=PATH` the user gave (a config.json, or a folder holding one and, optionally,
    model.safetensors.index.json);
 2. the model itself, when `model` names a folder on this machine (vLLM serves a local path the same way);
-3. the local Hugging Face cache (HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub, as
-   huggingface_hub lays it out): the snapshot of source.huggingface.revision, else of refs/main;
-4. the shipped configs (kvtier.facts, models/*.yaml), each key confirmed or not against its published file;
-5. a `--model-config PATH` given without MODEL=: it stands for every model nothing above describes.
-Nothing is downloaded. A file that cannot be read is a usage error when the user named it, and is passed over
-(the model stays unknown, and model-facts-unknown says so) when it was only found in a cache.
+3. the Hugging Face Hub at source.huggingface.revision (else main), as vLLM's loader reads it
+   (kvtier.validate.hub_facts: HF_ENDPOINT, HF_TOKEN; not asked when HF_HUB_OFFLINE is set);
+4. the local Hugging Face cache (HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub, as
+   huggingface_hub lays it out, and where step 3 stores what it read): the snapshot of
+   source.huggingface.revision, else of refs/main;
+5. the shipped configs (kvtier.facts, models/*.yaml), each key confirmed or not against its published file;
+6. a `--model-config PATH` given without MODEL=: it stands for every model nothing above describes.
+A file that cannot be read is a usage error when the user named it, and is passed over (the next source is
+asked, and model-facts-source says so) when it came from the Hub or a cache. `look_up` tells the whole story
+(which source, what the Hub said); `find` gives the facts alone.
 """
 
 from __future__ import annotations
@@ -20,21 +24,26 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from kvtier import facts, inputfiles
 from kvtier.errors import UserError
 from kvtier.plan import model_config
 from kvtier.plan.capacity import known_config
+from kvtier.validate import hub_facts
 from kvtier.values import lookup
 
 CONFIG = "config.json"
 INDEX = "model.safetensors.index.json"
 ANY_MODEL = ""  # the key of a --model-config given without MODEL=
 HOW_TO_SUPPLY = (
-    "give its config.json with `--model-config MODEL=PATH` (a config.json or the model's folder, whose "
-    "model.safetensors.index.json adds the weight bytes), or download it into the local Hugging Face cache"
+    "let validate reach the Hub (HF_HUB_OFFLINE unset; HF_ENDPOINT for a mirror; HF_TOKEN for a gated or "
+    "private repository), or give its config.json with `--model-config MODEL=PATH` (a config.json or the "
+    "model's folder, whose model.safetensors.index.json adds the weight bytes)"
 )
+# Where a model's facts came from: a file the user named (given, any), the model's own folder (local), the
+# Hub (hub), the local Hugging Face cache (cache) or kvtier's shipped facts (shipped).
+Kind = Literal["given", "local", "hub", "cache", "shipped", "any"]
 
 
 @dataclass(frozen=True)
@@ -44,9 +53,11 @@ class ModelFacts:
     # defaults of its transformers config class for keys it leaves out (model_config.with_class_defaults)
     origin: str  # "shipped", or the file the facts were read from
     weight_bytes: int | None = None  # model.safetensors.index.json metadata.total_size, as stored
-    gated: bool | None = None  # the Hub's licence gate: known for shipped models only
+    gated: bool | None = None  # the Hub's licence gate, where the shipped facts give it (Lookup.gated: also
+    # what the Hub said)
     # shipped config keys not confirmed against the published config.json ("*": none); a user's file: none
     unconfirmed: frozenset[str] = frozenset()
+    kind: Kind = "given"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "config", model_config.with_class_defaults(self.config))
@@ -144,32 +155,81 @@ def cached_snapshot(repo_id: str, revision: str | None = None) -> Path | None:
     return None
 
 
+@dataclass(frozen=True)
+class Lookup:
+    """What is known of one models[] entry, and how it was found."""
+
+    facts: ModelFacts | None
+    hub: hub_facts.Answer | None = None  # what the Hub said; None: not asked (a given file or folder won)
+    hub_unreadable: str = ""  # the Hub served a config.json validate cannot read: why
+
+    @property
+    def gated(self) -> bool | None:
+        """The licence gate: as the Hub answered validate, else as the shipped facts say."""
+        if self.hub is not None and self.hub.gated is not None:
+            return self.hub.gated
+        return self.facts.gated if self.facts else None
+
+
 def find(model: Mapping[str, Any], given: Mapping[str, Path]) -> ModelFacts | None:
     """What is known of one models[] entry, from the first source that has it (the module's order)."""
+    return look_up(model, given).facts
+
+
+def look_up(model: Mapping[str, Any], given: Mapping[str, Path]) -> Lookup:
+    """The facts of one models[] entry from the first source that has them, with what the Hub said."""
     name = str(model.get("model") or "")
     if not name:
-        return None
+        return Lookup(None)
     if name in given:
-        return _given(name, given[name])
+        return Lookup(_given(name, given[name]))
     local = Path(name)
     if local.is_absolute() and (local / CONFIG).is_file():
         found = _read_found(local)
         if found:
-            return ModelFacts(name, found[0], str(local / CONFIG), found[1])
+            return Lookup(ModelFacts(name, found[0], str(local / CONFIG), found[1], kind="local"))
     revision = lookup(model, "source", "huggingface", "revision")
-    snapshot = cached_snapshot(name, str(revision) if revision else None)
+    revision = str(revision) if revision else None
+    hub = hub_facts.fetch(name, revision, hub_cache())
+    unreadable = ""
+    if hub.outcome == "read" and hub.folder is not None:
+        found = _read_found(hub.folder)
+        if found:
+            gated = hub.gated if hub.gated is not None else _shipped_gated(name)
+            return Lookup(ModelFacts(name, found[0], hub.url, found[1], gated, kind="hub"), hub)
+        unreadable = _why_unreadable(hub.folder / CONFIG)
+    return Lookup(_after_the_hub(name, revision, given), hub, unreadable)
+
+
+def _after_the_hub(name: str, revision: str | None, given: Mapping[str, Path]) -> ModelFacts | None:
+    snapshot = cached_snapshot(name, revision)
     if snapshot:
         found = _read_found(snapshot)
         if found:
-            return ModelFacts(name, found[0], str(snapshot / CONFIG), found[1])
+            return ModelFacts(name, found[0], str(snapshot / CONFIG), found[1], kind="cache")
     shipped = known_config(name)
     if shipped:
         short, config = shipped
         entry = facts.models()[short]
-        return ModelFacts(short, config, "shipped", None, entry.gated, entry.unconfirmed)
-    return _given(name, given[ANY_MODEL]) if ANY_MODEL in given else None
+        return ModelFacts(short, config, "shipped", None, entry.gated, entry.unconfirmed, kind="shipped")
+    if ANY_MODEL in given:
+        return _given(name, given[ANY_MODEL], kind="any")
+    return None
 
 
-def _given(name: str, path: Path) -> ModelFacts:
+def _shipped_gated(name: str) -> bool | None:
+    shipped = known_config(name)
+    return facts.models()[shipped[0]].gated if shipped else None
+
+
+def _why_unreadable(config_file: Path) -> str:
+    try:
+        model_config.read(config_file)
+    except UserError as error:
+        return " ".join(str(error).split())
+    return "unreadable"
+
+
+def _given(name: str, path: Path, kind: Kind = "given") -> ModelFacts:
     config, weights = read_given(path)
-    return ModelFacts(name, config, str(path), weights)
+    return ModelFacts(name, config, str(path), weights, kind=kind)

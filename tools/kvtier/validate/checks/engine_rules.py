@@ -12,9 +12,9 @@ Facts from the pinned versions' code (toolchain/versions.env; docs/validate.md c
   (vllm/v1/kv_offload: the offloading block_size must be a multiple of the KV cache block size).
 - Tensor parallel ranks in one pod create NCCL shared-memory segments and vLLM's worker message queues in
   /dev/shm, which the chart sizes from engine.shmSize: below 1Gi the segments cannot be created.
-Model facts come from --model-config, a local model folder or Hugging Face cache, or the planner's shipped
-configs (kvtier.validate.model_facts); an unknown model is said to be unchecked (model-facts-unknown), never
-passed in silence.
+Model facts come from --model-config, a local model folder, the Hub, the local Hugging Face cache or the
+shipped configs (kvtier.validate.model_facts); facts from neither the Hub nor the user's file, and a model
+with none, are said so (model-facts-source), never passed in silence.
 """
 
 from __future__ import annotations
@@ -70,26 +70,58 @@ def context_limit(config: dict[str, Any]) -> int | None:
 
 
 @rule(
-    "model-facts-unknown",
-    reason="heads, position limit, weights, dtype and the Hub's licence gate come from the model's "
-    "config.json (and the Hub), which validate reads from --model-config, a local model folder, the local "
-    "Hugging Face cache or the planner's shipped models: for any other model the rules that need them "
-    "cannot check it, and say so here instead of passing it in silence",
+    "model-facts-source",
+    reason="vLLM reads the model's config.json from the Hub at the pinned revision; validate's rules over "
+    "heads, position limit, weights, dtype and the licence gate judge with what it could get, and say here "
+    "where that was when it was not the Hub or a file the user named: the local cache may hold another "
+    "revision, the shipped facts a figure not confirmed, and with nothing the rules that need the facts "
+    "cannot check the model (they pass it, never in silence)",
     remedy=f"{model_facts.HOW_TO_SUPPLY}; or check gpusPerReplica, maxModelLen, dtype and the token against "
     "the model's config.json by hand",
 )
-def model_facts_unknown(ctx: ValuesContext) -> Iterator[Hit]:
+def model_facts_source(ctx: ValuesContext) -> Iterator[Hit]:
     for i, model in model_entries(ctx.values):
         name = model.get("model")
-        if isinstance(name, str) and name and model_facts.find(model, ctx.model_configs) is None:
-            yield Hit(
-                f"models[{i}] ({name}): validate has no config.json for it (not given with --model-config, "
-                f"not in the local Hugging Face cache {model_facts.hub_cache()}, not shipped), so "
+        if not isinstance(name, str) or not name:
+            continue
+        seen = model_facts.look_up(model, ctx.model_configs)
+        found = seen.facts
+        if found is not None and found.kind not in ("cache", "shipped"):
+            continue  # the Hub, or a file the user named: what vLLM would read
+        why = _why_not_the_hub(seen)
+        if found is None:
+            used = (
+                f"validate has no config.json for it ({why}; not in the local Hugging Face cache "
+                f"{model_facts.hub_cache()}; not shipped; no --model-config), so "
                 f"{', '.join(MODEL_FACT_RULES)} cannot check its heads, context length, weights, dtype or "
-                f"gating; {model_facts.HOW_TO_SUPPLY}",
-                ("models", i, "model"),
-                severity="warning",
+                "gating"
             )
+        elif found.kind == "cache":
+            used = f"its facts come from the local Hugging Face cache, {found.origin} ({why})"
+        else:
+            used = f"its facts come from kvtier's shipped {_shipped(found)} ({why})"
+        yield Hit(
+            f"models[{i}] ({name}): {used}; {model_facts.HOW_TO_SUPPLY}",
+            ("models", i, "model"),
+            severity="warning",
+        )
+
+
+def _why_not_the_hub(seen: model_facts.Lookup) -> str:
+    if seen.hub is None:
+        return "the Hub was not asked"
+    if seen.hub_unreadable:
+        return f"the Hub's {seen.hub.url} cannot be read: {seen.hub_unreadable}"
+    return seen.hub.why_not()
+
+
+def _shipped(found: model_facts.ModelFacts) -> str:
+    where = f"tools/kvtier/facts/models/{found.name}.yaml"
+    if "*" in found.unconfirmed:
+        return f"{where}, not confirmed against the published config.json"
+    if found.unconfirmed:
+        return f"{where}, confirmed but for {', '.join(sorted(found.unconfirmed))}"
+    return f"{where}, confirmed against the published config.json"
 
 
 @rule(

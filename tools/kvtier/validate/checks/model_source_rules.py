@@ -1,5 +1,6 @@
 """Rules on how an engine pod gets its model's weights (models[].source) against the pod's environment: the
-Hub offline, a gated repository without a token, a cache dir smaller than the weights.
+Hub offline, a pinned revision the Hub does not have, a gated repository without a token, a cache dir smaller
+than the weights.
 
 The chart gives each standalone engine pod a fresh Hugging Face cache (HF_HOME on an emptyDir): a
 `huggingface` source is downloaded by vLLM when the pod starts, every time.
@@ -13,13 +14,13 @@ from typing import Any
 from kvtier import quantity
 from kvtier.plan.capacity import DTYPE_BYTES, ModelSpec
 from kvtier.plan.facts import GIB
-from kvtier.validate import model_facts
+from kvtier.validate import hub_facts, model_facts
 from kvtier.validate.rules import Hit, ValuesContext, rule
 from kvtier.values import lookup, model_entries
 
 # huggingface_hub's constants.py (2.4.0, in the engine venv): HF_HUB_OFFLINE = _is_true(HF_HUB_OFFLINE or
 # TRANSFORMERS_OFFLINE), _is_true(v) = v.upper() in ENV_VARS_TRUE_VALUES.
-ENV_VARS_TRUE_VALUES = {"1", "ON", "YES", "TRUE"}
+ENV_VARS_TRUE_VALUES = set(hub_facts.OFFLINE_TRUE)
 # huggingface_hub's constants.py: the token variables it reads (HF_TOKEN; the older name still works).
 TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 
@@ -81,6 +82,29 @@ def _env_token(values: dict[str, Any]) -> bool:
 
 
 @rule(
+    "hub-revision-exists",
+    reason="vLLM downloads a `huggingface` model at source.huggingface.revision: a branch, tag or commit the "
+    "repository does not have is refused by the Hub (404 RevisionNotFound) and the engine exits before it "
+    "loads anything, on every restart",
+    remedy="pin a revision the repository has (a commit hash from its history, a branch or a tag; main when "
+    "unset), or remove source.huggingface.revision",
+)
+def hub_revision_exists(ctx: ValuesContext) -> Iterator[Hit]:
+    # Judged only where the Hub answered validate (kvtier.validate.hub_facts): offline it is not known.
+    for i, model in model_entries(ctx.values):
+        if not isinstance(lookup(model, "source", "huggingface"), dict):
+            continue
+        hub = model_facts.look_up(model, ctx.model_configs).hub
+        if hub is not None and hub.outcome == "no-revision":
+            pinned = lookup(model, "source", "huggingface", "revision")
+            yield Hit(
+                f"models[{i}].source.huggingface.revision {pinned!r}: {hub.why_not()}; vLLM's download fails "
+                "the same way; expected a commit, branch or tag of the repository",
+                ("models", i, "source", "huggingface", *(["revision"] if pinned else [])),
+            )
+
+
+@rule(
     "gated-model-needs-token",
     reason="a gated Hub repository (meta-llama, google/gemma, mistralai: the terms must be accepted first) "
     "serves its files only with a token of an account that accepted them; anonymously the Hub answers 401 "
@@ -100,12 +124,14 @@ def gated_model_needs_token(ctx: ValuesContext) -> Iterator[Hit]:
         secret = hub.get("tokenSecret")
         if isinstance(secret, dict) and secret.get("name"):
             continue
-        found = model_facts.find(model, ctx.model_configs)
-        if found is not None and found.gated:
+        seen = model_facts.look_up(model, ctx.model_configs)
+        if seen.gated:
+            said = f"the Hub answered validate {seen.hub.detail}" if seen.hub and seen.hub.gated else ""
             yield Hit(
                 f"models[{i}] ({model.get('model')}) is a gated Hub repository and "
                 "source.huggingface.tokenSecret.name is empty: the download is anonymous and the Hub refuses "
-                "it (401); expected the name of a Secret holding a token whose account accepted the licence",
+                "it (401); expected the name of a Secret holding a token whose account accepted the licence "
+                f"(gated: {said or 'as the shipped facts say'})",
                 ("models", i, "source", "huggingface", "tokenSecret"),
             )
 
