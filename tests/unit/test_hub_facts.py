@@ -154,7 +154,9 @@ def test_a_gated_repository_without_a_token_falls_through_and_says_so(hub: Stand
     [line] = found["model-facts-source"]
     assert "401 GatedRepo" in line.message and "validate sent no token" in line.message
     [gate] = found["gated-model-needs-token"]
-    assert gate.severity == "error" and "the Hub answered validate 401 GatedRepo" in gate.message
+    assert gate.severity == "error" and "(gated: the Hub answered validate 401 GatedRepo (no token))" in (
+        gate.message
+    )
 
 
 def test_a_gated_repository_with_validates_token_is_judged(
@@ -169,6 +171,14 @@ def test_a_gated_repository_with_validates_token_is_judged(
     found = _by_rule(_run(_unshipped(), *SHAPE_RULES, "model-facts-source"))
     assert set(found) == set(FIRING), found
     assert any(r.authorization == f"Bearer {TOKEN}" for r in hub.requests)
+    # read with validate's token, the gate is what the Hub answers without one: the engine's download
+    # when the values name no tokenSecret
+    values = _unshipped(source={"huggingface": {"tokenSecret": {"name": "", "key": "token"}}})
+    [gate] = _run(values, "gated-model-needs-token")
+    assert "(gated: the Hub answered validate 401 GatedRepo (no token))" in gate.message
+    hub.repos[UNSHIPPED].token = None
+    hub_facts.forget()
+    assert _run(values, "gated-model-needs-token") == []
 
 
 def test_a_revision_the_repository_lacks_is_an_error_on_the_revision(hub: StandInHub) -> None:

@@ -20,7 +20,8 @@ from typing import Any, Literal
 CONFIG = "config.json"
 INDEX = "model.safetensors.index.json"
 ETAG_TIMEOUT_S = 4.0  # per request, where HF_HUB_ETAG_TIMEOUT does not say; huggingface_hub's own is 10 s
-DEADLINE_REQUESTS = 4  # a look-up's deadline in request timeouts: config and index, each a HEAD and a GET
+DEADLINE_REQUESTS = 5  # a look-up's deadline in request timeouts: config and index, each a HEAD and a GET,
+# and one HEAD without the token
 OFFLINE_TRUE = ("1", "ON", "YES", "TRUE")  # huggingface_hub's constants.ENV_VARS_TRUE_VALUES
 
 Outcome = Literal[
@@ -46,6 +47,9 @@ class Answer:
     folder: Path | None = None  # the cache's snapshot holding config.json (and the index, if any)
     commit: str = ""  # the commit the revision resolved to
     detail: str = ""  # the Hub's or the connection's words, one line
+    # Read with a token: what the Hub answered the same request without one (the engine's download when the
+    # values name no tokenSecret): "" (not asked, or no clear answer), "ok" or "401 GatedRepo".
+    anonymous: str = ""
 
     @property
     def url(self) -> str:
@@ -54,12 +58,22 @@ class Answer:
 
     @property
     def gated(self) -> bool | None:
-        """The licence gate as this answer shows it: a gated refusal; an anonymous read is ungated."""
+        """The licence gate as this answer shows it: a gated refusal; a read without a token is ungated."""
         if self.outcome == "gated":
             return True
         if self.outcome == "read" and not self.with_token:
             return False
-        return None  # read with a token, or not read: the answer says nothing of the gate
+        if self.outcome == "read" and self.anonymous:
+            return self.anonymous != "ok"
+        return None  # not read, or the anonymous request had no clear answer: the gate is not known
+
+    @property
+    def gate_said(self) -> str:
+        """What the Hub answered that shows the gate, in words ("" where it did not)."""
+        if self.outcome == "gated":
+            sent = "validate's token" if self.with_token else "no token"
+            return f"{self.detail} ({sent})"
+        return f"{self.anonymous} (no token)" if self.gated else ""
 
     def why_not(self) -> str:
         """Why the Hub gave no facts, in words (for an answer other than `read`)."""
@@ -121,7 +135,10 @@ def fetch(repo_id: str, revision: str | None, cache_dir: Path) -> Answer:
     except HFValidationError as error:
         return Answer("not-a-repo-id", repo_id, "", asked, False, detail=str(error).splitlines()[0])
     hub = endpoint()
-    token = get_token()
+    try:
+        token = get_token()  # HF_TOKEN, else the stored one (an OIDC exchange, where configured, may fail)
+    except Exception as error:
+        return Answer("refused", repo_id, hub, asked, False, detail=f"no token: {error}")
     key = (repo_id, asked, hub, token, str(cache_dir))
     with _lock:
         if key in _answers:
@@ -179,16 +196,33 @@ def _ask(repo_id: str, revision: str, hub: str, token: str | None, cache_dir: Pa
         _index(repo_id, revision, hub, token, cache_dir)  # lands beside config.json, where it is read
     except Exception as error:  # the Hub's and the connection's errors alike: classified, never raised
         return answer(*_classify(error))
-    return answer("read", folder=config.parent, commit=head.commit_hash)
+    anonymous = _anonymous(url, hub) if token else ""
+    return answer("read", folder=config.parent, commit=head.commit_hash, anonymous=anonymous)
+
+
+def _anonymous(url: str, hub: str) -> str:
+    """The same HEAD without a token: the answer the engine's download gets without a tokenSecret."""
+    from huggingface_hub import get_hf_file_metadata
+    from huggingface_hub.errors import GatedRepoError
+
+    try:
+        get_hf_file_metadata(url, token=False, timeout=_timeout(), endpoint=hub)
+    except GatedRepoError as error:
+        return f"{getattr(error.response, 'status_code', '')} GatedRepo".strip()
+    except Exception:
+        return ""  # private, unreachable, refused: nothing clear about the licence gate
+    return "ok"
 
 
 def _download(
     repo_id: str, filename: str, revision: str, hub: str, token: str | None, cache_dir: Path
 ) -> str:
     from huggingface_hub import hf_hub_download
-    from huggingface_hub.utils import disable_progress_bars
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
 
-    with disable_progress_bars("huggingface_hub"):  # validate's output stays its report
+    quiet = are_progress_bars_disabled()
+    disable_progress_bars()  # validate's output is its report, not a download's progress
+    try:
         return hf_hub_download(
             repo_id,
             filename,
@@ -198,15 +232,17 @@ def _download(
             token=token or False,
             etag_timeout=_timeout(),
         )
+    finally:
+        if not quiet:
+            enable_progress_bars()
 
 
 def _index(repo_id: str, revision: str, hub: str, token: str | None, cache_dir: Path) -> str | None:
-    """The safetensors index, which a single-file checkpoint does not have."""
-    from huggingface_hub.errors import EntryNotFoundError
-
+    """The safetensors index, which a single-file checkpoint does not have. It only adds the weight bytes:
+    whatever keeps it (absent, a failure after config.json came) leaves them to the parameter count."""
     try:
         return _download(repo_id, INDEX, revision, hub, token, cache_dir)
-    except EntryNotFoundError:
+    except Exception:
         return None
 
 

@@ -126,7 +126,7 @@ def gated_model_needs_token(ctx: ValuesContext) -> Iterator[Hit]:
             continue
         seen = model_facts.look_up(model, ctx.model_configs)
         if seen.gated:
-            said = f"the Hub answered validate {seen.hub.detail}" if seen.hub and seen.hub.gated else ""
+            said = f"the Hub answered validate {seen.hub.gate_said}" if seen.hub and seen.hub.gated else ""
             yield Hit(
                 f"models[{i}] ({model.get('model')}) is a gated Hub repository and "
                 "source.huggingface.tokenSecret.name is empty: the download is anonymous and the Hub refuses "
