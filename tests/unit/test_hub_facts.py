@@ -218,6 +218,18 @@ def test_a_slow_hub_falls_through_within_a_bound(hub: StandInHub, monkeypatch: p
     assert len({r.path for r in hub.requests}) == 1  # the second model did not wait for the Hub again
 
 
+def test_a_cache_that_cannot_keep_the_file_is_told_from_a_silent_hub(
+    hub: StandInHub, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "a-file" / "cache"))  # no folder can be made there
+    values = _unshipped()
+    values["models"].append({**copy.deepcopy(GOOD["models"][0]), "name": "second"})
+    first, second = _run(values, "model-facts-source")
+    assert "answered, but the Hugging Face cache could not keep kvtier-test/dense-13b@main's" in first.message
+    assert "could not keep Qwen/Qwen2-7B-Instruct@" in second.message  # asked too: the Hub did answer
+
+
 # -- the source line ---------------------------------------------------------------------------------------
 
 

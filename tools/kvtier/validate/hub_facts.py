@@ -11,6 +11,7 @@ of the run does not ask it again. Every failure is an Answer saying what the Hub
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 from dataclasses import dataclass
@@ -23,6 +24,8 @@ ETAG_TIMEOUT_S = 4.0  # per request, where HF_HUB_ETAG_TIMEOUT does not say; hug
 DEADLINE_REQUESTS = 5  # a look-up's deadline in request timeouts: config and index, each a HEAD and a GET,
 # and one HEAD without the token
 OFFLINE_TRUE = ("1", "ON", "YES", "TRUE")  # huggingface_hub's constants.ENV_VARS_TRUE_VALUES
+# A file system's refusals while keeping a download: the cache, not the Hub, is at fault.
+CACHE_ERRNOS = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.ENOTDIR)
 
 Outcome = Literal[
     "read",  # the Hub served config.json at the revision
@@ -34,6 +37,7 @@ Outcome = Literal[
     "no-config",  # EntryNotFound: the repository has no config.json at that revision
     "unreachable",  # no answer in time, a connection refused, a proxy error, a 5xx
     "refused",  # any other refusal (an HTTP status without a Hub error code, a response without a commit)
+    "no-cache",  # the Hub answered, and the cache could not keep the file (read-only, full)
 ]
 
 
@@ -92,6 +96,8 @@ class Answer:
             "no-config": f"the Hub ({self.endpoint}) has no {CONFIG} in {at} ({self.detail})",
             "unreachable": f"the Hub ({self.endpoint}) did not answer ({self.detail})",
             "refused": f"the Hub ({self.endpoint}) refused {at} ({self.detail})",
+            "no-cache": f"the Hub ({self.endpoint}) answered, but the Hugging Face cache could not keep "
+            f"{at}'s {CONFIG} ({self.detail}); HF_HUB_CACHE names a writable one",
         }[self.outcome]
 
 
@@ -271,4 +277,6 @@ def _classify(error: Exception) -> tuple[Outcome, str]:
         return "no-config", f"{status} EntryNotFound"
     if isinstance(error, HfHubHTTPError) and status is not None and status < 500 and status != 429:
         return "refused", f"HTTP {status}: {words}"
+    if getattr(error, "errno", None) in CACHE_ERRNOS:
+        return "no-cache", f"{type(error).__name__}: {words}"
     return "unreachable", f"{type(error).__name__}: {words}"
