@@ -108,3 +108,74 @@ def test_keda_and_prometheus_operator_objects_are_judged_by_their_real_crds(
     for broken, words in ((misspelt, "behaviour"), (mistyped, "minReplicaCount"), (bad_for, "for")):
         status = judge.apply(broken)
         assert status is not None and words in status.get("message", ""), status
+
+
+def _storage_class(name: str, provisioner: str) -> dict:
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": name},
+        "provisioner": provisioner,
+    }
+
+
+def _class_findings(reports: list[pipeline.FileReport]) -> list[list]:
+    return [[f for f in r.findings if f.rule == "l2-storageclass-gives-rwx"] for r in reports]
+
+
+def test_the_l2_class_is_judged_by_the_provisioner_the_cluster_serves(
+    kube_cluster: Path, kube_rest: Rest, make_namespace, tmp_path: Path
+) -> None:
+    """l2-storageclass-gives-rwx reads the class on the judging API server (--server) and on --context's
+    cluster: a `gp2` whose provisioner is EFS gives the ReadWriteMany claim whatever its name says, a `fast`
+    of EBS cannot (an error). A class a control plane of validate's own lacks is judged by its name alone
+    (a warning that says it was not found there); one the release's cluster lacks is a warning that the
+    claim would wait for it."""
+    namespace = make_namespace("judged-class", enforce="privileged")
+    judge = server.local_judge(kube_rest, namespace, {}, "the test cluster")
+    served = {"gp2": "efs.csi.aws.com", "fast": "ebs.csi.aws.com"}
+    path = "/apis/storage.k8s.io/v1/storageclasses"
+    files = []
+    for name in (*served, "gp3"):
+        values = {"curvine": {"enabled": False}, "cache": {"l2": {"claim": {"storageClassName": name}}}}
+        files.append(_write(tmp_path, f"{name}.yaml", values))
+    base = paths.VALUES / "prod-g6e-4xlarge.yaml"
+    options = dataclasses.replace(OPTIONS, namespace=namespace)
+    context = yaml.safe_load(kube_cluster.read_text())["current-context"]
+    # The values layers alone, with the cluster layer's reader (--context): no render needed.
+    on_context = dataclasses.replace(
+        options, render=False, kube_context=context, kubeconfig=str(kube_cluster)
+    )
+    for name in served:  # the cluster is the session's: a class left by an interrupted run is replaced
+        if kube_rest.find(f"{path}/{name}") is not None:
+            kube_rest.delete(f"{path}/{name}")
+    try:
+        for name, provisioner in served.items():
+            kube_rest.post(path, _storage_class(name, provisioner))
+        by_server = [
+            pipeline.validate([base], dataclasses.replace(options, values=(f,)), judge=judge)[0]
+            for f in files
+        ]
+        by_context = [
+            pipeline.validate([base], dataclasses.replace(on_context, values=(f,)))[0] for f in files
+        ]
+    finally:
+        for name in served:
+            kube_rest.delete(f"{path}/{name}")
+    gp2, fast, gp3 = _class_findings(by_server)
+    assert gp2 == [], gp2
+    assert [f.severity for f in fast] == ["error"], fast
+    assert "'fast' is, on the test cluster" in fast[0].message and "ebs.csi.aws.com" in fast[0].message
+    assert fast[0].path == "cache.l2.claim.storageClassName" and fast[0].file.endswith("fast.yaml"), fast
+    assert pipeline.exit_code([by_server[1]]) == 1
+    assert [f.severity for f in gp3] == ["warning"], gp3
+    assert "no StorageClass 'gp3' on the test cluster" in gp3[0].message, gp3
+    assert "a class of ebs.csi.aws.com" in gp3[0].message, gp3  # its name's convention, said as such
+    gp2, fast, gp3 = _class_findings(by_context)
+    assert gp2 == [], gp2
+    assert [f.severity for f in fast] == ["error"], fast
+    assert f"'fast' is, on context {context}, a StorageClass of ebs.csi.aws.com" in fast[0].message
+    assert [f.severity for f in gp3] == ["warning"], gp3
+    assert f"no StorageClass of that name on context {context}, so the L2 claim stays Pending" in (
+        gp3[0].message
+    )
