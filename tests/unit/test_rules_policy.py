@@ -260,8 +260,8 @@ def _run(rule_id: str, mutation: Mutation) -> list[Any]:
     return catalogue.run_manifests(ctx, "env.yaml", only=[rule_id])
 
 
-# Manifest rules whose cases need a render of another target than the standalone objects CASES mutates:
-# rule -> the module that holds its passing and triggering cases.
+# Manifest rules whose cases need other objects than the standalone Deployment CASES mutates (another
+# target's render, an Ingress and what it routes to): rule -> the module that holds its cases.
 CASES_ELSEWHERE = {
     rule: Path(__file__).with_name("test_rules_hyperpod_pod.py")
     for rule in (
@@ -271,6 +271,8 @@ CASES_ELSEWHERE = {
         "hyperpod-worker-fields-delivered",
     )
 }
+# an Ingress's TLS is judged with the router's Service and pods behind it: cases beside the exposure rules
+CASES_ELSEWHERE["router-ingress-tls"] = Path(__file__).with_name("test_rules_router_exposure.py")
 
 
 def test_every_manifest_rule_has_cases() -> None:
