@@ -5,8 +5,9 @@ HEAD and GET of /{repo_id}/resolve/{revision}/{filename}, with X-Repo-Commit (th
 ETag and Content-Length on a file it has; and, as the Hub does, an X-Error-Code its client maps to an error
 class: GatedRepo (401 without a token, 403 with one that has no access), RepoNotFound (404),
 RevisionNotFound (404), EntryNotFound (404, with the commit). A repository may be slow: every answer waits
-first. The configs it serves are built from kvtier's shipped facts (tools/kvtier/facts/models/*.yaml, real
-figures with their sources) or made by a test; no upstream file is committed.
+first, or only a download's (GET). The configs it serves are built from kvtier's shipped facts
+(tools/kvtier/facts/models/*.yaml, real figures with their sources) or made by a test; no upstream file is
+committed.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class Repo:
     revisions: dict[str, str] = field(default_factory=dict)  # branch or tag -> commit; main is always there
     token: str | None = None  # gated: only this bearer token reads it
     delay_s: float = 0.0  # slow: every answer waits this long first
+    body_delay_s: float = 0.0  # slow downloads: a GET's answer waits this long (HEAD answers at once)
 
     def commit(self, revision: str) -> str | None:
         main = commit_of(sorted(self.files.items(), key=lambda kv: kv[0]))
@@ -82,7 +84,8 @@ class StandInHub:
         self._server = _QuietServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self._server.block_on_close = False  # a slow answer still waiting does not hold stop()
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # a short poll: stop() returns at once, not after serve_forever's default half second
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
 
     @property
     def url(self) -> str:
@@ -122,7 +125,8 @@ class StandInHub:
         repo = self.repos.get(repo_id)
         if repo is None:
             return _send(handler, 404, {"X-Error-Code": "RepoNotFound"}, body)
-        if repo.delay_s and self._stopping.wait(repo.delay_s):
+        delay = repo.delay_s + (repo.body_delay_s if body else 0.0)
+        if delay and self._stopping.wait(delay):
             return None  # stopped while waiting: the client gave up long ago
         if repo.token is not None and auth != f"Bearer {repo.token}":
             status = 403 if auth else 401

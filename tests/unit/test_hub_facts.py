@@ -230,6 +230,17 @@ def test_a_cache_that_cannot_keep_the_file_is_told_from_a_silent_hub(
     assert "could not keep Qwen/Qwen2-7B-Instruct@" in second.message  # asked too: the Hub did answer
 
 
+def test_a_download_that_stalls_ends_at_the_look_ups_deadline(
+    hub: StandInHub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_HUB_ETAG_TIMEOUT", "1")
+    hub.repos[UNSHIPPED].body_delay_s = 120.0  # HEAD answers, GET never does in time
+    started = time.monotonic()
+    [line] = _run(_unshipped(), "model-facts-source")
+    assert time.monotonic() - started < 20  # a bound: huggingface_hub alone waits and retries far longer
+    assert "did not answer (no answer within 5 s)" in line.message
+
+
 # -- the source line ---------------------------------------------------------------------------------------
 
 
