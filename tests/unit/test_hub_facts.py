@@ -202,6 +202,13 @@ def test_a_repository_without_a_config_falls_through(hub: StandInHub) -> None:
     assert "has no config.json in kvtier-test/dense-13b@main (404 EntryNotFound)" in line.message
 
 
+def test_a_config_validate_cannot_read_falls_through_and_says_why(hub: StandInHub) -> None:
+    hub.add(UNSHIPPED, {**UNSHIPPED_CONFIG, "num_attention_heads": "forty"})
+    [line] = _run(_unshipped(), "model-facts-source")
+    assert f"the Hub's {hub.url}/{UNSHIPPED}/resolve/" in line.message and "cannot be read" in line.message
+    assert "num_attention_heads" in line.message
+
+
 def test_a_slow_hub_falls_through_within_a_bound(hub: StandInHub, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_ETAG_TIMEOUT", "1")
     for repo in hub.repos.values():
