@@ -7,7 +7,7 @@ tables of them. Model entries use Hugging Face `config.json` key names, so a shi
 config.json's: `num_parameters` where the count cannot be derived from the config (mixture of experts) and
 `gated`, true where the Hub repository asks users to accept its licence before it serves the files, so a
 download without a token is refused (HTTP 401/403). `kvtier validate` reads the same entries
-(kvtier.validate.model_facts), with a user's --model-config or a local Hugging Face cache before them.
+(kvtier.validate.model_facts), after a user's --model-config, the Hub and the local Hugging Face cache.
 
 Units: every "GiB" is 2**30 bytes, every "GiB/s" is 2**30 bytes per second (the reference's "GB" are
 binary: DESIGN.md section 4).
