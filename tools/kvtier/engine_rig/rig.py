@@ -120,19 +120,17 @@ class EngineRig(processes.Rig):
             kvcheck.stream_completion(replica.url, MODEL_NAME, kvcheck.long_prompt(200), timeout=300)
             self.log(f"{replica.process.name} ready at {replica.url} ({took:.0f} s)")
 
-    def kill(self, index: int, graceful: bool = False) -> None:
-        """SIGKILL replica `index`'s processes (a crash), or (`graceful`) SIGTERM its server process alone,
-        as the kubelet signals a container's first process, and wait for it to exit (its own shutdown stops
-        its engine core); then reap it. restart() brings it back on its address. vLLM's message queues it
-        leaves in /dev/shm are removed (a restart never reopens them)."""
+    def kill(self, index: int, grace_s: float | None = None) -> None:
+        """SIGKILL replica `index`'s processes (a crash); with `grace_s`, SIGTERM its server process first
+        and give it that long to shut down, as the kubelet signals a container's first process (a forced
+        pod delete: 2 s). Reaped when it returns; restart() brings it back on its address. vLLM's message
+        queues it leaves in /dev/shm are removed (a restart never reopens them)."""
         process = self.started[index].process
-        if graceful:
+        leftovers = processes.shm_segments(process.popen.pid)
+        if grace_s is not None:
             process.popen.send_signal(signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
-                process.popen.wait(60)
-            processes.stop(process)  # whatever outlived it
-            return
-        leftovers = processes.shm_segments(process.popen.pid)
+                process.popen.wait(grace_s)
         processes.kill(process)
         for segment in leftovers:
             segment.unlink(missing_ok=True)
