@@ -115,7 +115,7 @@ def parse(raw: bytes) -> Recorded:
     recorded.chunked = "chunked" in recorded.headers.get("transfer-encoding", "").lower()
     payload = _unchunk(body, recorded) if recorded.chunked else body
     recorded.tail = body[-300:].decode("utf-8", "replace")
-    text = []
+    text: list[str] = []
     for line in payload.decode("utf-8", "replace").splitlines():
         if not line.startswith("data:"):
             continue

@@ -97,7 +97,7 @@ class RigSubject:
             ballast = volume / BALLAST
             try:
                 # The engines free blocks too (a refused write's temp file is removed): fill until refused.
-                _confirm(fault, lambda: _fill(ballast) or refused(volume, errno.ENOSPC), "a write still fits")
+                _confirm(fault, lambda: _filled(ballast, volume), "a write still fits")
                 yield
             finally:
                 ballast.unlink(missing_ok=True)
@@ -155,6 +155,12 @@ def _fill(ballast: Path, step: int = 64 << 20) -> None:
                 if error.errno != errno.ENOSPC:
                     raise
                 step //= 2
+
+
+def _filled(ballast: Path, volume: Path) -> bool:
+    """Grow the ballast once more; whether a write on `volume` is now refused with ENOSPC."""
+    _fill(ballast)
+    return refused(volume, errno.ENOSPC)
 
 
 def _mount(options: str, volume: Path) -> None:
