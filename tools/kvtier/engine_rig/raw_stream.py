@@ -18,8 +18,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 READ_BYTES = 65536
-# finish_reason values of an answer that ran to its end; vLLM also sends "abort" and "error" (vLLM 0.32.0,
-# vllm/v1/engine/__init__.py FINISH_REASON_STRINGS), which end a stream early.
+# finish_reason values of an answer that ran to its end; vLLM also sends "abort" and "error" (the pinned
+# vLLM's vllm/v1/engine/__init__.py FINISH_REASON_STRINGS), which end a stream early.
 COMPLETED = ("stop", "length", "repetition")
 
 
@@ -48,8 +48,8 @@ class Recorded:
         return self.status == 200 and self.last_finish_reason in COMPLETED and self.done and framed
 
     def clean_end(self) -> bool:
-        """Whether a client that reads to the end without checking finish_reason (vllm bench serve, vLLM
-        0.32.0's benchmarks/lib/endpoint_request_func.py) takes it as a success: 200, a choice at least, no
+        """Whether a client that reads to the end without checking finish_reason (vllm bench serve, the pinned
+        vLLM's benchmarks/lib/endpoint_request_func.py) takes it as a success: 200, a choice at least, no
         error event, a body framed to its end (aiohttp raises on a chunked body without its last chunk)."""
         framed = self.terminated or not self.chunked
         return self.status == 200 and self.text_events > 0 and not self.errors and framed
