@@ -380,7 +380,8 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
     "startup-budget-fits-load": (
         _set("engine", "startupProbe", value={"periodSeconds": 5, "failureThreshold": 7}),
         _set("engine", "startupProbe", value={"periodSeconds": 10, "failureThreshold": 3}),
-        "engine.startupProbe gives each engine 30 s to start; models[0] (qwen2-7b-instruct) has 14.2 GiB of weights",
+        "engine.startupProbe gives each engine 30 s to start; models[0] (qwen2-7b-instruct) has 14.2 GiB of "
+        "weights",
     ),
     # (HUB_CASES: judged with the stand-in Hub serving the baseline's model)
     "model-facts-source": (
