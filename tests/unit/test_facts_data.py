@@ -15,6 +15,7 @@ import yaml
 
 from kvtier import facts
 from kvtier.plan.capacity import ModelSpec
+from kvtier.upstream import hyperpod_operator
 from kvtier.validate import catalogue
 from kvtier.validate.findings import Finding
 from kvtier.validate.inputs import loader
@@ -218,3 +219,16 @@ def test_a_float32_checkpoint_is_read_as_float32() -> None:
     models = facts.models()
     assert [models[n].config.get("torch_dtype") for n in ("gemma-2-2b", "gemma-2-27b")] == ["float32"] * 2
     assert models["gemma-2-2b-it"].config.get("torch_dtype") == "bfloat16"
+
+
+def test_every_operator_fact_names_where_it_is_said() -> None:
+    # the HyperPod operator is closed source: a fact is known only where a public file says it
+    assert len(hyperpod_operator.FACTS) >= 10
+    for fact in hyperpod_operator.FACTS:
+        assert fact.what and fact.source, fact
+        unsaid = fact.source.startswith("not published")  # "observed, not published" is still a source
+        assert fact.known != unsaid, f"known must follow the source: {fact}"
+        if fact.known:
+            assert re.search(r"@ [0-9a-f]{40}|PyPI |reference deployment", fact.source), fact
+    assert hyperpod_operator.MODEL_MOUNT_DEFAULT.startswith("/")
+    assert {"args", "image", "resources"} <= set(hyperpod_operator.WORKER_FIELDS)

@@ -6,6 +6,7 @@
   where known, each with its own source.
 - `instances.yaml`: GPU models (compute capability, usable memory) and GPU instance types (GPU, count, host
   memory, NVMe instance store), with their sources and the figures left unconfirmed.
+- `hyperpod_operator.yaml`: what the HyperPod operator renders, read by kvtier.upstream.hyperpod_operator.
 
 A rule may refuse only on a confirmed fact: kvtier.validate.rules.Hit.unconfirmed turns an error that rests
 on an unconfirmed one into a warning that names it. tests/unit/test_facts_data.py loads every file.
