@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from harness import model_configs
 from harness.hub_stand_in import StandInHub, commit_of, go_offline, go_online, shipped_config
 from kvtier import cli, paths
 from kvtier.validate import catalogue, hub_facts, model_facts
@@ -30,18 +31,8 @@ QWEN_PIN = GOOD["models"][0]["source"]["huggingface"]["revision"]
 # Not in the shipped facts: a repository id of this test's own, with a config the test makes, shaped as a
 # 13B-class dense decoder (40 layers of 5120, 40 heads, 4096 positions, bfloat16).
 UNSHIPPED = "kvtier-test/dense-13b"
-UNSHIPPED_CONFIG = {
-    "model_type": "llama",
-    "max_position_embeddings": 4096,
-    "num_hidden_layers": 40,
-    "num_attention_heads": 40,
-    "num_key_value_heads": 40,
-    "hidden_size": 5120,
-    "intermediate_size": 13824,
-    "vocab_size": 32000,
-    "torch_dtype": "bfloat16",
-}
-UNSHIPPED_BYTES = 26_031_728_640  # its safetensors index's total_size: 24.2 GiB
+UNSHIPPED_CONFIG = model_configs.DENSE_13B
+UNSHIPPED_BYTES = model_configs.DENSE_13B_BYTES
 TOKEN = "hf_stand_in_token"
 SHAPE_RULES = ("max-model-len-within-model", "tp-divides-heads", "gpu-memory-holds-weights")
 FIRING = ("max-model-len-within-model", "gpu-memory-holds-weights")  # on _unshipped() as it is

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from harness import model_configs
 from kvtier import cli, exitcodes, paths
 from kvtier.errors import UserError
 from kvtier.plan.facts import GIB, INSTANCE_STORE_GB, INSTANCE_TYPES, KNOWN_MODELS
@@ -30,18 +31,7 @@ FIXTURES = Path(__file__).parents[1] / "fixtures" / "values"
 GOOD = loader.load(FIXTURES / "good-minimal.yaml").data  # Qwen2-7B-Instruct on ml.g6e.4xlarge, Curvine on
 # /opt/dlami/nvme 500GB
 PRIVATE = "acme/private-13b"
-# A 13B-class dense decoder: 40 layers of 5120, 40 heads, 4096 positions, bfloat16.
-PRIVATE_CONFIG = {
-    "model_type": "llama",
-    "max_position_embeddings": 4096,
-    "num_hidden_layers": 40,
-    "num_attention_heads": 40,
-    "num_key_value_heads": 40,
-    "hidden_size": 5120,
-    "intermediate_size": 13824,
-    "vocab_size": 32000,
-    "torch_dtype": "bfloat16",
-}
+PRIVATE_CONFIG = model_configs.DENSE_13B
 
 
 @pytest.fixture(autouse=True)
