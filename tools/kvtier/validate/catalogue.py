@@ -29,6 +29,7 @@ from kvtier.validate.checks import (  # noqa: F401
     router_rules,
     secret_rules,
     storage_rules,
+    sysctl_rules,
     values_rules,
     workload_rules,
 )
