@@ -27,6 +27,7 @@ from kvtier.validate.checks import (  # noqa: F401
     policy,
     revision_rules,
     router_rules,
+    scheduler_rules,
     secret_rules,
     storage_rules,
     sysctl_rules,
