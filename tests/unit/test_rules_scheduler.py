@@ -43,7 +43,7 @@ def test_the_rule_is_registered_with_its_source() -> None:
     "args",
     [
         ["--max-num-batched-tokens", "4096", "--no-enable-chunked-prefill"],  # below maxModelLen 8192
-        ["--max_num_batched_tokens=2k", "--enable-chunked-prefill=false"],  # vLLM's spellings, K suffix
+        ["--max_num_batched_tokens=2k", "--no-enable-chunked-prefill"],  # vLLM's spellings, K suffix
         ["--max-num-batched-tokens", "256", "--max-num-seqs", "512"],
         ["--max-num-seqs", "512", "--max-num-active-seqs", "600"],
         ["--long-prefill-token-threshold", "9000"],
@@ -68,6 +68,7 @@ def test_refused(args: list[str]) -> None:
         ["--max-num-seqs", "512", "--max-num-active-seqs", "512"],
         ["--long-prefill-token-threshold", "8192"],
         ["--max-num-batched-tokens", "lots"],  # vllm-arg-invalid's to report
+        ["--max-num-batched-tokens", "2048", "--enable-chunked-prefill=false"],  # argparse refuses: likewise
     ],
 )
 def test_accepted(args: list[str]) -> None:

@@ -70,7 +70,9 @@ def _world(model: dict[str, Any], view: vllm_args.Argv) -> int:
 
 def budget(model: dict[str, Any]) -> Budget:
     view = extra_args(model, vllm_options.table().known)
-    chunked_text = view.value("--enable-chunked-prefill")
+    last = view.last("--enable-chunked-prefill")
+    # `--enable-chunked-prefill=false` is refused by argparse (a boolean takes no value): vllm-arg-invalid's
+    chunked_text = last.value if last and "=" not in last.item else None
     # Pooling runners take their chunked-prefill default from the model
     # (ModelConfig.is_chunked_prefill_supported); a generating model's default is on.
     pooling = view.value("--runner") == "pooling" or view.value("--convert") not in (None, "none", "auto")
