@@ -29,6 +29,7 @@ from kvtier.validate.checks import (  # noqa: F401
     router_rules,
     scheduler_rules,
     secret_rules,
+    signal_rules,
     storage_rules,
     sysctl_rules,
     values_rules,
