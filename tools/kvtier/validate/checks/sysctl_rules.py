@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from kvtier.manifests import pod_templates, subject
+from kvtier.validate.findings import Severity
 from kvtier.validate.rules import Hit, ManifestsContext, rule
 
 _SEGMENT = r"[a-z0-9]([-_a-z0-9]*[a-z0-9])?"
@@ -68,7 +69,7 @@ def namespace(name: str) -> str | None:
     return next((ns for p, ns in _PREFIX.items() if name.startswith(p)), None)
 
 
-def judge(written: Any, host: dict[str, bool]) -> tuple[str, str] | None:
+def judge(written: Any, host: dict[str, bool]) -> tuple[Severity, str] | None:
     """(severity, why) for one sysctl name in a pod with the given host namespaces, None when admitted."""
     if not isinstance(written, str) or len(written) > MAX_NAME or not NAME.match(written):
         return "error", (
