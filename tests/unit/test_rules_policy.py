@@ -273,6 +273,9 @@ CASES_ELSEWHERE = {
 }
 # an Ingress's TLS is judged with the router's Service and pods behind it: cases beside the exposure rules
 CASES_ELSEWHERE["router-ingress-tls"] = Path(__file__).with_name("test_rules_router_exposure.py")
+# sysctls and the engines' metrics against the chart's autoscaler and alerts: modules of their own
+CASES_ELSEWHERE["kube-sysctl-admitted"] = Path(__file__).with_name("test_rules_sysctl.py")
+CASES_ELSEWHERE["engine-metrics-disabled"] = Path(__file__).with_name("test_rules_signal.py")
 
 
 def test_every_manifest_rule_has_cases() -> None:
