@@ -16,7 +16,6 @@ from typing import Any
 
 from kvtier import facts as shipped
 from kvtier import quantity
-from kvtier.plan.facts import INSTANCE_STORE_GB
 from kvtier.upstream import curvine_config
 from kvtier.validate.rules import Hit, ValuesContext, rule
 from kvtier.values import INSTANCE_LABEL, lookup, model_entries
@@ -284,7 +283,8 @@ def worker_local_to_its_disk(ctx: ValuesContext) -> Iterator[Hit]:
 
 
 def _store_gb(instance_type: str) -> int | None:
-    return INSTANCE_STORE_GB.get(instance_type, INSTANCE_STORE_GB.get(f"ml.{instance_type}"))
+    found = shipped.instance_type(instance_type)
+    return found.instance_store_gb if found else None
 
 
 @rule(
@@ -317,7 +317,7 @@ def data_dirs_fit_instance_store(ctx: ValuesContext) -> Iterator[Hit]:
     if store_gb is None:
         yield Hit(
             f"curvine workers run on {instance}, whose instance store size validate does not know "
-            "(kvtier.plan.facts.INSTANCE_STORE_GB): the capacities of curvine.worker.dataDirs under "
+            "(tools/kvtier/facts/instances.yaml): the capacities of curvine.worker.dataDirs under "
             f"{INSTANCE_STORE_MOUNT} are not checked against it; compare them with the instance type's "
             "'Instance storage' on AWS's instance type page (or lsblk on a node)",
             ("curvine", "worker", "nodeSelector", INSTANCE_LABEL),

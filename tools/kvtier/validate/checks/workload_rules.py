@@ -13,7 +13,6 @@ from typing import Any
 
 from kvtier import facts as shipped
 from kvtier import quantity
-from kvtier.plan.capacity import gpu_for
 from kvtier.plan.facts import GIB
 from kvtier.validate.findings import Severity
 from kvtier.validate.inputs.loader import KeyPath
@@ -59,8 +58,8 @@ ALLOCATABLE_SHARE = Fraction(95, 100)
 
 def instance_facts(name: Any) -> tuple[str, int, float, float] | None:
     """(GPU, GPUs, GiB per GPU, host GiB) of an instance type, with or without HyperPod's `ml.` prefix."""
-    text = str(name or "")
-    return gpu_for(text) or gpu_for(f"ml.{text}")
+    found = shipped.instance_type(name)
+    return (found.gpu, found.gpus, shipped.gpus()[found.gpu].memory_gib, found.host_gib) if found else None
 
 
 def gpu_target(values: dict[str, Any]) -> bool:
