@@ -186,3 +186,17 @@ def _send(
     handler.end_headers()
     if body and content:
         handler.wfile.write(content)
+
+
+def own_hub_cache(tmp_path: Path, monkeypatch: Any) -> Path:
+    """A Hugging Face cache of the test's own, with validate's memory of configs and Hub answers cleared, so
+    nothing a user or an earlier test cached is read."""
+    from kvtier.validate import hub_facts, model_facts
+
+    cache = tmp_path / "hub-cache"
+    cache.mkdir()
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    model_facts._read_found.cache_clear()
+    model_facts.read_given.cache_clear()
+    hub_facts.forget()
+    return cache

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from harness import model_configs
+from harness import hub_stand_in, model_configs
 from harness.hub_stand_in import StandInHub, commit_of, go_offline, go_online, shipped_config
 from kvtier import cli, paths
 from kvtier.validate import catalogue, hub_facts, model_facts
@@ -40,12 +40,7 @@ FIRING = ("max-model-len-within-model", "gpu-memory-holds-weights")  # on _unshi
 
 @pytest.fixture(autouse=True)
 def _own_hub_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    cache = tmp_path / "hub-cache"
-    cache.mkdir()
-    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
-    model_facts._read_found.cache_clear()
-    hub_facts.forget()
-    return cache
+    return hub_stand_in.own_hub_cache(tmp_path, monkeypatch)
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ user's cache is read, nothing is downloaded."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -15,13 +16,12 @@ from typing import Any
 import pytest
 import yaml
 
-from harness import model_configs
-from kvtier import cli, exitcodes, paths
+from harness import hub_stand_in, model_configs
+from kvtier import cli, exitcodes, facts, paths
 from kvtier.errors import UserError
 from kvtier.plan.facts import GIB, INSTANCE_STORE_GB, INSTANCE_TYPES, KNOWN_MODELS
 from kvtier.upstream import storage_provisioners
 from kvtier.validate import catalogue, model_facts
-from kvtier.validate.checks import curvine_rules
 from kvtier.validate.findings import Finding
 from kvtier.validate.inputs import loader
 from kvtier.validate.layers import storage_classes
@@ -36,12 +36,7 @@ PRIVATE_CONFIG = model_configs.DENSE_13B
 
 @pytest.fixture(autouse=True)
 def _own_hub_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    cache = tmp_path / "hub-cache"
-    cache.mkdir()
-    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
-    model_facts._read_found.cache_clear()
-    model_facts.read_given.cache_clear()
-    return cache
+    return hub_stand_in.own_hub_cache(tmp_path, monkeypatch)
 
 
 def _model_folder(where: Path, config: dict[str, Any], total_size: int | None = None) -> Path:
@@ -488,7 +483,8 @@ def test_what_is_not_on_the_instance_store_is_not_judged() -> None:
 
 
 def test_an_instance_type_without_a_store_figure_is_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delitem(curvine_rules.INSTANCE_STORE_GB, "ml.g6.xlarge")  # every shipped type has one
+    unknown = dataclasses.replace(facts.instance_types()["ml.g6.xlarge"], instance_store_gb=None)
+    monkeypatch.setitem(facts.instance_types(), "ml.g6.xlarge", unknown)  # every shipped type has a figure
     [finding] = _run(
         "curvine-data-dirs-fit-instance-store",
         _worker("ml.g6.xlarge", {"path": NVME, "type": "SSD", "capacity": "1GB"}),
