@@ -556,6 +556,18 @@ CASES: dict[str, tuple[Mutation, Mutation, str]] = {
         "curvine.worker.dataDirs[0] is on the nodes' instance store (/opt/dlami/nvme/curvine-data), but "
         "curvine.worker.hostNetwork is false",
     ),
+    # curvine_rules.py: StorageClass parameters curvine-csi forwards to curvine-fuse
+    "curvine-fuse-parameters": (
+        _set(
+            "curvine",
+            "storageClass",
+            "fuseParameters",
+            value={"web-port": "9012", "max-background": "64", "congestion-threshold": "48"},
+        ),
+        _set("curvine", "storageClass", "fuseParameters", value={"web-port": "9012", "max-background": "64"}),
+        "curvine.storageClass.fuseParameters.max-background: congestion_threshold 192 must be above 0 and at "
+        "most max_background 64",
+    ),
     "l2-claim-on-curvine": (
         _set("cache", "l2", "claim", "storageClassName", value="kv-curvine"),
         _set("cache", "l2", "claim", "storageClassName", value="gp3"),
@@ -596,7 +608,10 @@ def _run(rule_id: str, mutation: Mutation) -> list[Any]:
 
 
 # Values rules whose passing and triggering cases live in a module of their own: rule -> that module.
-CASES_ELSEWHERE = {"vllm-scheduler-budget": Path(__file__).with_name("test_rules_scheduler.py")}
+CASES_ELSEWHERE = {
+    "vllm-scheduler-budget": Path(__file__).with_name("test_rules_scheduler.py"),
+    "l2-read-slower-than-recompute": Path(__file__).with_name("test_l2_read_speed.py"),
+}
 
 
 def test_every_values_rule_has_cases() -> None:

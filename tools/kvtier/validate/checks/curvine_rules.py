@@ -16,7 +16,7 @@ from typing import Any
 
 from kvtier import facts as shipped
 from kvtier import quantity
-from kvtier.upstream import curvine_config
+from kvtier.upstream import curvine_config, curvine_fuse
 from kvtier.validate.rules import Hit, ValuesContext, rule
 from kvtier.values import INSTANCE_LABEL, lookup, model_entries
 
@@ -345,4 +345,36 @@ def data_dirs_fit_instance_store(ctx: ValuesContext) -> Iterator[Hit]:
             f"({_gib(store)})",
             ("curvine", "worker", "dataDirs", j, "capacity"),
             unconfirmed=shipped.unconfirmed_instance(instance, ("instance_store_gb",)),
+        )
+
+
+@rule(
+    "curvine-fuse-parameters",
+    reason="curvine-csi v0.4.1 forwards each curvine.storageClass.fuseParameters entry to curvine-fuse as "
+    "`--<key> <value>` and runs `curvine-fuse validate-config` with them when it provisions a volume and "
+    "before each mount: a flag curvine-fuse does not have, a value its parser or FuseConf::init refuses, and "
+    "no L2 claim of the class is ever provisioned (the claim stays Pending) or mounted",
+    remedy="use only flags `curvine-fuse list-config-flags` lists, with values it takes (true/false for "
+    "switches of state, whole numbers for sizes and counts, durations such as 30s or 2m; "
+    "congestion-threshold at most max-background, default 192 of 256)",
+)
+def fuse_parameters(ctx: ValuesContext) -> Iterator[Hit]:
+    """kvtier.upstream.curvine_fuse models curvine-fuse v0.4.1's argument parser and FuseConf::init from its
+    source (curvine-csi/pkg/csi/fuse_cli.go, controller.go CreateVolume; curvine-fuse/src/cli/mount_args.rs;
+    crates/common/curvine-config/src/fuse_conf.rs), held to the real binary by
+    tests/unit/test_curvine_fuse_parameters.py. The chart renders the StorageClass only with
+    curvine.storageClass.enabled (charts/curvine templates/storage-storageclass.yaml)."""
+    if not _curvine_on(ctx.values) or not lookup(
+        ctx.values, "curvine", "storageClass", "enabled", default=True
+    ):
+        return
+    params = lookup(ctx.values, "curvine", "storageClass", "fuseParameters") or {}
+    if not isinstance(params, dict) or not all(isinstance(v, str) for v in params.values()):
+        return  # the schema reports a parameter that is not a string
+    for wrong in curvine_fuse.refusals({str(k): v for k, v in params.items()}):
+        yield Hit(
+            f"curvine.storageClass.fuseParameters.{wrong.key}: {wrong.why} (curvine-fuse "
+            f"{curvine_fuse.VERSION}); curvine-csi passes it to every curvine-fuse run, so the class's "
+            "L2 claims are never provisioned (Pending) or mounted",
+            ("curvine", "storageClass", "fuseParameters", wrong.key),
         )
