@@ -236,6 +236,8 @@ def test_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
             "1925",
             "--cold-ttft-ms",
             "774",
+            "--read-gib-s",  # the reference's own read speed: its 55.75 ms below
+            str(REFERENCE.l2_read_gib_s),
             "--reference-check",
             "--output",
             "json",

@@ -9,7 +9,7 @@ from typing import Any
 
 from kvtier import cliopts, exitcodes
 from kvtier.errors import UserError
-from kvtier.plan import capacity, report, result, scale
+from kvtier.plan import capacity, readspeed, report, result, scale
 from kvtier.plan import inputs as plan_inputs
 from kvtier.plan.facts import KNOWN_MODELS, REFERENCE
 from kvtier.validate.inputs import loader, merge
@@ -57,7 +57,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--chunk-size", type=int, default=256, help="tokens per chunk without a values file")
     p.add_argument("--write-gib-s", type=float, default=REFERENCE.l2_write_gib_s, help="L2 write GiB/s")
     p.add_argument(
-        "--read-gib-s", type=float, default=REFERENCE.l2_read_gib_s, help="L2 cross-node read GiB/s"
+        "--read-gib-s",
+        type=float,
+        help="L2 cross-node read GiB/s (default: Curvine's measured speed for the values' read settings, "
+        f"tools/kvtier/facts/curvine_read.yaml; the reference's is {REFERENCE.l2_read_gib_s})",
     )
     p.add_argument(
         "--cold-ttft-ms", type=float, help="a measured cold TTFT (ms) to derive prefill throughput"
@@ -147,11 +150,24 @@ def _positive(args: argparse.Namespace, *names: str) -> None:
             raise UserError(f"--{name.replace('_', '-')} must be a positive number, got {value}")
 
 
-def _timing(args: argparse.Namespace) -> capacity.Timing:
+def _speeds(args: argparse.Namespace, values: dict[str, Any] | None) -> list[result.ReadSpeed]:
+    """The read speeds the plan compares; the last one is the one its tables use (--read-gib-s if given,
+    else the measured one: docs/performance.md says why)."""
+    measured = readspeed.measured_read(values)
+    speeds = [
+        result.ReadSpeed("reference", REFERENCE.l2_read_gib_s, readspeed.REFERENCE_SOURCE),
+        result.ReadSpeed("measured", measured.gib_s, f"{measured.describe()}; {readspeed.MEASURE_YOURS}"),
+    ]
+    if args.read_gib_s is not None:
+        speeds.append(result.ReadSpeed("given", args.read_gib_s, "--read-gib-s"))
+    return speeds
+
+
+def _timing(args: argparse.Namespace, read_gib_s: float) -> capacity.Timing:
     if args.chunk_size <= 0:
         raise UserError(f"--chunk-size must be positive, got {args.chunk_size}")
-    _positive(args, "write_gib_s", "read_gib_s", "prefill_tps", "cold_ttft_ms")
-    timing = capacity.reference_timing(args.read_gib_s, args.write_gib_s)
+    _positive(args, "write_gib_s", "prefill_tps", "cold_ttft_ms")
+    timing = capacity.reference_timing(read_gib_s, args.write_gib_s)
     if args.request_overhead_ms is not None or args.hit_overhead_ms is not None:
         timing = capacity.Timing(
             args.request_overhead_ms if args.request_overhead_ms is not None else timing.request_ms,
@@ -199,7 +215,9 @@ def _environment(path: Path) -> dict[str, Any]:
 
 
 def compute(args: argparse.Namespace) -> dict[str, Any]:
+    _positive(args, "read_gib_s")
     spec = _spec(args)
+    values: dict[str, Any] | None = None
     if args.file:
         values = _environment(args.file)
         inputs = plan_inputs.deployments(values, spec, args.gpu_memory_gib, str(args.file))
@@ -225,8 +243,17 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
     given = [f for f in SCALE_FLAGS if getattr(args, f) != _DEFAULTS.get(f)]
     if given and not args.scale:
         raise UserError(f"--{given[0].replace('_', '-')} only applies to the scale table: add --scale")
-    timing = _timing(args)
-    out = result.build(inputs, timing, args.prompt_tokens, args.activation_gib, args.reference_check)
+    speeds = _speeds(args, values)
+    timing = _timing(args, speeds[-1].gib_s)
+    out = result.build(
+        inputs,
+        timing,
+        args.prompt_tokens,
+        args.activation_gib,
+        args.reference_check,
+        speeds,
+        f"{speeds[-1].name}: {speeds[-1].source}",
+    )
     if args.scale:
         hardware, mix = _scale_inputs(args)
         for (_, deployment), entry in zip(inputs, out["models"], strict=True):

@@ -225,3 +225,75 @@ def unconfirmed_instance(name: Any, fields: Iterable[str], gpu_figures: bool = F
 def doubts(*parts: str) -> str:
     """Several judgements' unconfirmed facts in one phrase (empty parts left out)."""
     return "; ".join(p for p in parts if p)
+
+
+CURVINE_READ = HERE / "curvine_read.yaml"
+# curvine_read.yaml's read settings: Curvine's [client] keys, each entry's own.
+CURVINE_READ_SETTINGS = ("read_chunk_size", "read_chunk_num", "read_parallel")
+
+
+@dataclass(frozen=True)
+class CurvineRead:
+    """Curvine's measured read speed under one client read setting (curvine_read.yaml, one entry)."""
+
+    name: str
+    settings: dict[str, str]  # CURVINE_READ_SETTINGS -> the value as Curvine's config reads it
+    cross_node_gib_s: tuple[float, float]  # (slowest, fastest) run; a single figure is both
+    same_node_gib_s: tuple[float, float] | None
+    stand_in_gib_s: tuple[float, float] | None
+    measured: str  # YYYY-MM-DD
+    command: str
+    machine: str
+    preliminary: bool
+
+    @property
+    def source(self) -> str:
+        """Where the figure comes from, in words: the file, the entry, the date, how and on what."""
+        early = ", preliminary" if self.preliminary else ""
+        return (
+            f"{CURVINE_READ.name} {self.name}{early}: measured {self.measured} by {self.command}, "
+            f"on {self.machine}"
+        )
+
+
+def _speeds(value: Any, where: str) -> tuple[float, float] | None:
+    """A speed in GiB/s, or a [slowest, fastest] range of runs; null: not measured."""
+    if value is None:
+        return None
+    figures = value if isinstance(value, list) else [value]
+    if not (1 <= len(figures) <= 2) or not all(
+        isinstance(f, int | float) and not isinstance(f, bool) and f > 0 for f in figures
+    ):
+        raise FactsError(f"{where}: expected a positive GiB/s or [slowest, fastest], found {value!r}")
+    low, high = float(min(figures)), float(max(figures))
+    return low, high
+
+
+@cache
+def curvine_reads() -> dict[str, CurvineRead]:
+    """Every measured Curvine read setting by entry name, in the file's order."""
+    data = _read(CURVINE_READ)
+    out: dict[str, CurvineRead] = {}
+    for name, raw in _mapping(data.get("settings"), f"{CURVINE_READ}: settings").items():
+        where = f"{CURVINE_READ}: settings.{name}"
+        entry = _mapping(raw, where)
+        missing = [k for k in (*CURVINE_READ_SETTINGS, "cross_node_gib_s", "measured", "command", "machine")
+                   if entry.get(k) in (None, "")]  # fmt: skip
+        if missing:
+            raise FactsError(f"{where}: needs {', '.join(missing)}")
+        cross = _speeds(entry["cross_node_gib_s"], f"{where}.cross_node_gib_s")
+        assert cross is not None  # present: checked above
+        out[str(name)] = CurvineRead(
+            str(name),
+            {k: str(entry[k]) for k in CURVINE_READ_SETTINGS},
+            cross,
+            _speeds(entry.get("same_node_gib_s"), f"{where}.same_node_gib_s"),
+            _speeds(entry.get("stand_in_gib_s"), f"{where}.stand_in_gib_s"),
+            str(entry["measured"]),
+            str(entry["command"]),
+            str(entry["machine"]),
+            entry.get("preliminary") is True,
+        )
+    if not out:
+        raise FactsError(f"{CURVINE_READ}: settings lists no measured read setting")
+    return out

@@ -295,6 +295,12 @@ def prompt_row(d: Deployment, timing: Timing, tokens: int) -> dict[str, float]:
     }
 
 
+def chunk_read_and_prefill_ms(d: Deployment, timing: Timing) -> tuple[float, float]:
+    """(ms to read one chunk's L2 file, ms to prefill the chunk's tokens): L2 is read a chunk at a time, so
+    where the first is longer a hit of any length is slower than recomputing it, the fixed hit cost aside."""
+    return timing.read_ms(chunk_file_bytes(d)), d.chunk / timing.prefill_tps * 1000
+
+
 def reference_check(timing: Timing, bpt: int, tolerance: float = 0.2) -> list[dict[str, Any]]:
     """Predicted vs measured speedups; rows off by more than `tolerance` say which term is missing."""
     rows: list[dict[str, Any]] = []

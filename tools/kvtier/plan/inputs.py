@@ -55,7 +55,6 @@ def deployments(
     models = values.get("models") or []
     if not isinstance(models, list) or not models:
         raise UserError(f"{source}: no models[] to plan for")
-    cache = values.get("cache") or {}
     out = []
     for index, entry in enumerate(models):
         if not isinstance(entry, dict):
@@ -68,57 +67,64 @@ def deployments(
                 f"{source}: models[{index}].model {model_id!r} has no shipped config; pass --model-config "
                 f"<its config.json> (shipped: {', '.join(KNOWN_MODELS)})"
             )
-        dtype = str(entry.get("dtype") or "auto")
-        if dtype == "auto":
-            dtype = "float16" if spec.dtype == "float32" else spec.dtype
-        dtype_bytes = DTYPE_BYTES.get(dtype, 2)
-        gpus = int(entry.get("gpusPerReplica") or 1)
-        gpu = gpu_for(entry.get("instanceType"))
-        memory = gpu_mem_gib if gpu_mem_gib is not None else (gpu[2] if gpu else 0.0)
-        l1_size = lookup(cache, "l1", "size", default=0)
-        l1_enabled = lookup(cache, "l1", "enabled", default=True)
-        limit = lookup(entry, "resources", "limits", "memory")
-        if not l1_enabled:
-            l1 = 0.0
-        elif l1_size == "auto":
-            l1 = l1_budget_gib(values, limit) if limit else 0.0
-        else:
-            l1 = float(l1_size or 0)
-        l2 = 0.0
-        if lookup(cache, "l2", "enabled", default=False):
-            l2 = quantity_bytes(lookup(cache, "l2", "claim", "size", default=0)) / GIB
-        usable = _usable_fraction(cache, l2)
-        notes = (
-            []
-            if gpu or gpu_mem_gib is not None
-            else [
-                f"{label}: instance type {entry.get('instanceType')!r} unknown; give --gpu-memory-gib for L0"
-            ]
-        )
-        out.append(
-            (
-                label,
-                Deployment(
-                    model=spec,
-                    dtype_bytes=dtype_bytes,
-                    kv_dtype_bytes=kv_dtype_bytes(entry, dtype_bytes),
-                    replicas=int(entry.get("replicas") or 1),
-                    gpus_per_replica=gpus,
-                    gpu_mem_gib=memory,
-                    gpu_util=float(entry.get("gpuMemoryUtilization") or 0.9),
-                    l1_gib=l1,
-                    l2_gib=l2,
-                    l2_usable=usable,
-                    chunk=int(cache.get("chunkSize") or 256),
-                    backend=str(cache.get("backend") or "lmcache"),
-                    # the chart's L2 plugin seals chunk files on the standalone target only
-                    sealed=bool(lookup(cache, "l2", "integrity", default=True))
-                    and values.get("target", "standalone") == "standalone",
-                    notes=notes,
-                ),
-            )
-        )
+        out.append((label, deployment(values, entry, spec, gpu_mem_gib, label)))
     return out
+
+
+def deployment(
+    values: dict[str, Any],
+    entry: dict[str, Any],
+    spec: ModelSpec,
+    gpu_mem_gib: float | None = None,
+    label: str = "",
+) -> Deployment:
+    """The planner input of one models[] entry whose model is `spec`; a size that is not a quantity is a
+    UserError (the schema reports it by key)."""
+    cache = values.get("cache") or {}
+    label = label or str(entry.get("name") or "a models[] entry")
+    dtype = str(entry.get("dtype") or "auto")
+    if dtype == "auto":
+        dtype = "float16" if spec.dtype == "float32" else spec.dtype
+    dtype_bytes = DTYPE_BYTES.get(dtype, 2)
+    gpus = int(entry.get("gpusPerReplica") or 1)
+    gpu = gpu_for(entry.get("instanceType"))
+    memory = gpu_mem_gib if gpu_mem_gib is not None else (gpu[2] if gpu else 0.0)
+    l1_size = lookup(cache, "l1", "size", default=0)
+    l1_enabled = lookup(cache, "l1", "enabled", default=True)
+    limit = lookup(entry, "resources", "limits", "memory")
+    if not l1_enabled:
+        l1 = 0.0
+    elif l1_size == "auto":
+        l1 = l1_budget_gib(values, limit) if limit else 0.0
+    else:
+        l1 = float(l1_size or 0)
+    l2 = 0.0
+    if lookup(cache, "l2", "enabled", default=False):
+        l2 = quantity_bytes(lookup(cache, "l2", "claim", "size", default=0)) / GIB
+    usable = _usable_fraction(cache, l2)
+    notes = (
+        []
+        if gpu or gpu_mem_gib is not None
+        else [f"{label}: instance type {entry.get('instanceType')!r} unknown; give --gpu-memory-gib for L0"]
+    )
+    return Deployment(
+        model=spec,
+        dtype_bytes=dtype_bytes,
+        kv_dtype_bytes=kv_dtype_bytes(entry, dtype_bytes),
+        replicas=int(entry.get("replicas") or 1),
+        gpus_per_replica=gpus,
+        gpu_mem_gib=memory,
+        gpu_util=float(entry.get("gpuMemoryUtilization") or 0.9),
+        l1_gib=l1,
+        l2_gib=l2,
+        l2_usable=usable,
+        chunk=int(cache.get("chunkSize") or 256),
+        backend=str(cache.get("backend") or "lmcache"),
+        # the chart's L2 plugin seals chunk files on the standalone target only
+        sealed=bool(lookup(cache, "l2", "integrity", default=True))
+        and values.get("target", "standalone") == "standalone",
+        notes=notes,
+    )
 
 
 def from_flags(

@@ -41,7 +41,8 @@ def print_table(result: dict[str, Any]) -> None:
         console.print(tiers)
         t = m["timing"]
         rows = Table(
-            title=f"per prompt (L2 write {t['write_gib_s']} GiB/s, read {t['read_gib_s']} GiB/s; prefill "
+            title=f"per prompt (L2 write {t['write_gib_s']} GiB/s, read {t['read_gib_s']:g} GiB/s, the "
+            f"{t['read_source'].partition(':')[0] or 'given'} figure; prefill "
             f"{t['prefill_tps']:,.0f} tok/s, request {t['request_ms']:.0f} ms, hit {t['hit_ms']:.0f} ms; "
             f"calibration: {t['calibration']})",
             title_justify="left",
@@ -73,6 +74,7 @@ def print_table(result: dict[str, Any]) -> None:
             if be is not None
             else "break-even: never (reading from L2 is slower than prefill per token)"
         )
+        print_read_speeds(console, m.get("l2_read_speeds", []))
         for r in m.get("reference_check", []):
             verdict = "within 20%" if "missing_term" not in r else f"outside 20%: {r['missing_term']}"
             console.print(
@@ -81,6 +83,22 @@ def print_table(result: dict[str, Any]) -> None:
             )
         if "scale" in m:
             print_scale(console, m["scale"])
+
+
+def print_read_speeds(console: Console, speeds: list[dict[str, Any]]) -> None:
+    """Each cross-node read speed with its source, break-even length and one chunk's read vs prefill."""
+    if not speeds:
+        return
+    console.print("L2 cross-node read speeds (the tables above use the last one):")
+    for s in speeds:
+        be = s["break_even_tokens"]
+        verdict = f"break-even {be:,.0f} tokens" if be is not None else "break-even never"
+        console.print(
+            f"  {s['name']} {s['gib_s']:g} GiB/s: {verdict}; one chunk read {s['chunk_read_ms']:.1f} ms "
+            f"vs its prefill {s['chunk_prefill_ms']:.1f} ms",
+            markup=False,
+        )
+        console.print(f"    source: {s['source']}", style="dim", markup=False)
 
 
 def _qps(value: float | None) -> str:

@@ -5,11 +5,42 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kvtier.plan import capacity
 from kvtier.plan.capacity import Deployment, Timing
-from kvtier.plan.facts import GIB
+from kvtier.plan.facts import GIB, REFERENCE
+
+
+@dataclass(frozen=True)
+class ReadSpeed:
+    """A cross-node L2 read speed the plan compares: its name, GiB/s and where the figure comes from."""
+
+    name: str  # "reference", "measured", "given"
+    gib_s: float
+    source: str
+
+
+def read_speeds(d: Deployment, timing: Timing, speeds: list[ReadSpeed]) -> list[dict[str, Any]]:
+    """Each speed's break-even prompt length and one chunk's read against its prefill, on `timing`'s other
+    terms."""
+    bpt = d.model.kv_bytes_per_token(d.kv_dtype_bytes)
+    out = []
+    for s in speeds:
+        at = replace(timing, read_gib_s=s.gib_s)
+        read_ms, prefill_ms = capacity.chunk_read_and_prefill_ms(d, at)
+        out.append(
+            {
+                "name": s.name,
+                "gib_s": s.gib_s,
+                "source": s.source,
+                "break_even_tokens": at.break_even_tokens(bpt),
+                "chunk_read_ms": read_ms,
+                "chunk_prefill_ms": prefill_ms,
+            }
+        )
+    return out
 
 
 def build(
@@ -18,8 +49,11 @@ def build(
     prompt_tokens: list[int],
     activation_gib: float,
     reference_check: bool,
+    speeds: list[ReadSpeed] | None = None,
+    read_source: str = "",
 ) -> dict[str, Any]:
-    """One entry per (label, deployment); `activation_gib` is subtracted from L0 when given."""
+    """One entry per (label, deployment); `activation_gib` is subtracted from L0 when given; `speeds` are
+    compared side by side, `read_source` says where timing's read speed comes from."""
     for _, d in inputs:
         d.activation_gib = activation_gib
         if not activation_gib:
@@ -54,16 +88,20 @@ def build(
             "weights_gib": caps["weights"]["bytes"] / GIB,
             "prompts": [capacity.prompt_row(d, timing, n) for n in prompt_tokens],
             "break_even_tokens": timing.break_even_tokens(bpt),
+            "l2_read_speeds": read_speeds(d, timing, speeds or []),
             "timing": {
                 "request_ms": timing.request_ms,
                 "hit_ms": timing.hit_ms,
                 "prefill_tps": timing.prefill_tps,
                 "read_gib_s": timing.read_gib_s,
+                "read_source": read_source,
                 "write_gib_s": timing.write_gib_s,
                 "calibration": timing.source,
             },
         }
         if reference_check:
-            entry["reference_check"] = capacity.reference_check(timing, bpt)
+            # the reference's speedups were measured at its own read speed, whatever the plan's is
+            at_reference = replace(timing, read_gib_s=REFERENCE.l2_read_gib_s)
+            entry["reference_check"] = capacity.reference_check(at_reference, bpt)
         out["models"].append(entry)
     return out
