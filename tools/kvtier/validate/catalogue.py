@@ -20,6 +20,7 @@ from kvtier.validate.checks import (  # noqa: F401
     hyperpod_pod_rules,
     hyperpod_rules,
     kubelet_rules,
+    l2_read_rules,
     metadata_rules,
     model_source_rules,
     network_rules,
