@@ -19,6 +19,12 @@ from kvtier.cluster.realnode import netns
 
 NODE_NAME = "real-node"
 API_PORT = 6443
+# The same path on every node, inside its own mount namespace (a bind of that node's folder of the
+# cluster's tree): one DaemonSet's hostPaths serve all nodes. The kubelet's root dir, and a disk-backed
+# folder for hostPath data that must differ by node (a Curvine worker's data).
+KUBELET_DIR = "/var/lib/kubelet"
+NODE_LOCAL_DIR = "/var/lib/kvtier-node"
+MAX_NODES = 2  # one veth pair joins node 1's namespace to node 2's (realnode.netns.add_node)
 CLUSTER_DOMAIN = "cluster.local"
 COREDNS_FILE = paths.ROOT / "toolchain" / "realnode" / "coredns.yaml"
 
@@ -39,6 +45,34 @@ class Layout:
     @property
     def containerd_socket(self) -> Path:
         return self.root / "containerd" / "containerd.sock"
+
+
+@dataclass(frozen=True)
+class Node:
+    """One node of a real-node cluster: its name, address, pod range and network namespace."""
+
+    name: str
+    ip: str
+    pod_cidr: str
+    netns: str
+    index: int = 1
+
+    def home(self, cluster: Layout) -> Layout:
+        """Where this node keeps its own files: node 1 in the cluster's folder, node n in <folder>/node-n."""
+        return cluster if self.index == 1 else Layout(cluster.root / f"node-{self.index}")
+
+    def suffix(self) -> str:
+        """Appended to this node's daemons' names (logs, pids): none for node 1."""
+        return "" if self.index == 1 else f"-{self.index}"
+
+
+def node(cluster: str, index: int) -> Node:
+    name = NODE_NAME if index == 1 else f"{NODE_NAME}-{index}"
+    return Node(name, netns.node_ip(index), netns.pod_cidr(index), netns.name_for(cluster, index), index)
+
+
+def nodes(cluster: str, count: int) -> tuple[Node, ...]:
+    return tuple(node(cluster, i) for i in range(1, count + 1))
 
 
 def clusters_dir() -> Path:
@@ -105,7 +139,7 @@ state = "{state / "state"}"
 """
 
 
-def cni(layout: Layout) -> str:
+def cni(layout: Layout, pod_cidr: str = netns.POD_CIDR) -> str:
     bridge = {
         "type": "bridge",
         "bridge": "cni0",
@@ -115,7 +149,7 @@ def cni(layout: Layout) -> str:
         "hairpinMode": True,
         "ipam": {
             "type": "host-local",
-            "ranges": [[{"subnet": netns.POD_CIDR}]],
+            "ranges": [[{"subnet": pod_cidr}]],
             "routes": [{"dst": "0.0.0.0/0"}],
             "dataDir": str(layout.cni / "ipam"),
         },
@@ -123,7 +157,7 @@ def cni(layout: Layout) -> str:
     return json.dumps({"cniVersion": "1.0.0", "name": "kvtier", "plugins": [bridge]}, indent=2)
 
 
-def kubelet(layout: Layout, cgroup_root: str) -> str:
+def kubelet(layout: Layout, cgroup_root: str, node_ip: str = netns.NODE_IP) -> str:
     config = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
@@ -132,7 +166,7 @@ def kubelet(layout: Layout, cgroup_root: str) -> str:
         "cgroupDriver": "cgroupfs",
         "cgroupRoot": cgroup_root,
         "containerRuntimeEndpoint": f"unix://{layout.containerd_socket}",
-        "address": netns.NODE_IP,
+        "address": node_ip,
         "readOnlyPort": 0,
         "healthzBindAddress": "127.0.0.1",
         # Only the API server (the same namespace) calls the kubelet; a test cluster, so no webhook.
@@ -155,14 +189,14 @@ def kubelet(layout: Layout, cgroup_root: str) -> str:
     return yaml.safe_dump(config, sort_keys=False)
 
 
-def kube_proxy(layout: Layout) -> str:
+def kube_proxy(layout: Layout, node_name: str = NODE_NAME) -> str:
     config = {
         "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
         "kind": "KubeProxyConfiguration",
         "clientConnection": {"kubeconfig": str(layout.kubeconfig)},
-        "hostnameOverride": NODE_NAME,
+        "hostnameOverride": node_name,
         "mode": "iptables",
-        "clusterCIDR": netns.POD_CIDR,
+        "clusterCIDR": netns.POD_RANGE,
         "healthzBindAddress": "127.0.0.1:10256",
         "metricsBindAddress": "127.0.0.1:10249",
         # 0: leave the machine-wide conntrack table size and timeouts as they are.
@@ -171,12 +205,14 @@ def kube_proxy(layout: Layout) -> str:
     return yaml.safe_dump(config, sort_keys=False)
 
 
-def coredns_manifests(image: str) -> str:
-    """CoreDNS as a Deployment behind the cluster DNS Service (toolchain/realnode/coredns.yaml)."""
+def coredns_manifests(image: str, cluster_nodes: tuple[Node, ...] = ()) -> str:
+    """CoreDNS as a Deployment behind the cluster DNS Service (toolchain/realnode/coredns.yaml); its `hosts`
+    block resolves every node's name (node 1's alone when none are given)."""
+    hosts = cluster_nodes or (node("", 1),)
+    indent = "\n" + " " * 12  # the entries' indentation inside the Corefile's hosts block
     return string.Template(COREDNS_FILE.read_text()).substitute(
         image=image,
         cluster_domain=CLUSTER_DOMAIN,
         dns_service_ip=netns.DNS_SERVICE_IP,
-        node_ip=netns.NODE_IP,
-        node_name=NODE_NAME,
+        node_hosts=indent.join(f"{n.ip} {n.name}" for n in hosts),
     )

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from kvtier import helm, helmyaml, paths, waiting
+from kvtier.cluster.realnode import config as realconfig
 from kvtier.cluster.realnode import curvine_images, diagnosis, images, netns, umbrella_cpu
 from kvtier.cluster.realnode import lifecycle as realnode
 from kvtier.cluster.realnode.client import Kube
@@ -82,7 +83,7 @@ def overlay(cluster: realnode.RealCluster, volumes: Path) -> dict[str, Any]:
         },
         "networkPolicy": {"nodeCIDRs": [netns.NODE_CIDR]},
         "csi": {
-            "kubeletDir": str(realnode.layout(cluster.name).kubelet),
+            "kubeletDir": realconfig.KUBELET_DIR,
             "controller": {"resources": SMALL},
             "node": {"resources": {**SMALL, "limits": {"memory": "2Gi"}}},
         },

@@ -3,10 +3,12 @@
 This module is the cluster's lifecycle: `up` (or reuse), `down`, `status`. etcd, the control plane,
 containerd, the kubelet and kube-proxy run inside a network namespace of their own (realnode.netns) and a
 private mount namespace, all in one cgroup subtree below this process's own (realnode.cgroups);
-realnode.start starts them in order. While a cluster is up the machine's own namespace refuses its
-addresses (realnode.routes). `down` kills every process of that subtree (only what `up` started), removes
-the cgroups, the namespace, those routes when no other cluster is left, and the folder, and writes back the
-global sysctls the kubelet (or the Curvine tier) changed, so the machine is as it was (realnode.machine).
+realnode.start starts them in order. `up(nodes=2)` adds a second node (its own namespaces, containerd,
+kubelet and kube-proxy, nested in the same subtree; realnode.netns.add_node joins it). While a cluster
+is up the machine's own namespace refuses its addresses (realnode.routes). `down` kills every process of
+that subtree (only what `up` started), removes the cgroups, the namespaces, those routes when no other
+cluster is left, and the folder, and writes back the global sysctls the kubelet (or the Curvine tier)
+changed, so the machine is as it was (realnode.machine).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class RealCluster:
     version: str
     images: dict[str, str]  # image name -> reference in containerd
     started: bool
+    nodes: tuple[realconfig.Node, ...] = ()
 
     def command(self, argv: list[str]) -> list[str]:
         """argv run as a client inside the cluster's network namespace."""
@@ -88,8 +91,20 @@ def _save_state(name: str, state: dict[str, object]) -> None:
     path.write_text(json.dumps(state, indent=2) + "\n")
 
 
-def up(name: str, timeout: float = 300, progress: Progress = print, build: bool = False) -> RealCluster:
-    """Start the real-node cluster `name` (or reuse it when it is running) and wait until it serves pods."""
+def _node_count(state: dict[str, object]) -> int:
+    count = state.get("nodes", 1)  # clusters started before there were two nodes have one
+    return count if isinstance(count, int) else 1
+
+
+def up(
+    name: str, timeout: float = 300, progress: Progress = print, build: bool = False, nodes: int = 1
+) -> RealCluster:
+    """Start the real-node cluster `name` with `nodes` nodes (or reuse it when it is running with that many)
+    and wait until it serves pods."""
+    if not 1 <= nodes <= realconfig.MAX_NODES:
+        raise UserError(
+            f"a real-node cluster has 1 to {realconfig.MAX_NODES} nodes, not {nodes}: pass --nodes 1 or 2"
+        )
     reasons = preconditions()
     if reasons:
         raise UserError("cannot run a real node here: " + "; ".join(reasons))
@@ -98,32 +113,45 @@ def up(name: str, timeout: float = 300, progress: Progress = print, build: bool 
     tools = nodebins.require()
     if exists(name):
         running = _state(name)
-        if _healthy(name, running):
+        if _node_count(running) == nodes and _healthy(name, running):
             progress(f"reusing the running real-node cluster {name!r}")
             realroutes.install()  # a cluster started before the routes existed gets them too
             return _info(name, running, started=False)
-        progress(f"removing the stale real-node cluster {name!r} left by an earlier run")
+        progress(f"removing the real-node cluster {name!r} left by an earlier run (stale or other size)")
         down(name, progress)
     wanted = images.all_images(progress)
-    starter = realstart.Starter(name, progress)
+    starters = [realstart.Starter(name, progress, node) for node in realconfig.nodes(name, nodes)]
+    starter = starters[0]
     root = starter.layout.root
-    root.mkdir(parents=True, exist_ok=True)
-    for folder in ("logs", "etcd", "containerd", "kubelet", "pod-logs", "cni/net.d", "cni/ipam"):
-        (root / folder).mkdir(parents=True, exist_ok=True)
-    state: dict[str, object] = {"namespace": starter.namespace, "images": {i.name: i.ref for i in wanted}}
+    for each in starters:
+        folders = ("containerd", "kubelet", "local", "pod-logs", "cni/net.d", "cni/ipam")
+        for folder in ("logs", "etcd", *folders) if each is starter else folders:
+            (each.home.root / folder).mkdir(parents=True, exist_ok=True)
+    state: dict[str, object] = {
+        "namespace": starter.namespace,
+        "images": {i.name: i.ref for i in wanted},
+        "nodes": nodes,
+    }
     machine.record(root / "sysctls-before.json")
     _save_state(name, state)
     try:
         netns.create(starter.namespace)
+        for each in starters[1:]:
+            netns.add_node(starter.namespace, each.namespace, each.node.index)
         realroutes.install()
-        state["cgroups"] = realcgroups.make(starter.daemon_cgroup)
+        state["cgroups"] = [c for each in starters for c in realcgroups.make(each.daemon_cgroup)]
         state["cgroup_root"] = starter.pod_cgroup_root
         _save_state(name, state)
-        (root / "resolv.conf").write_text("# no upstream resolver: nothing may leave the namespace\n")
-        state["holder"] = starter.start_holder()
-        _save_state(name, state)
-        realstart.start_all(starter, tools, wanted, timeout)
-        state["pids"] = starter.pids
+        holders = {}
+        for each in starters:
+            (each.home.root / "resolv.conf").write_text(
+                "# no upstream resolver: nothing may leave the namespace\n"
+            )
+            holders[each.node.name] = each.start_holder()
+            state["holder"], state["holders"] = holders[starter.node.name], holders
+            _save_state(name, state)
+        realstart.start_all(starter, tools, wanted, timeout, tuple(starters[1:]))
+        state["pids"] = {k: v for each in starters for k, v in each.pids.items()}
         _save_state(name, state)
     except BaseException:
         if os.environ.get("KVTIER_DEBUG_KEEP"):
@@ -133,7 +161,7 @@ def up(name: str, timeout: float = 300, progress: Progress = print, build: bool 
     info = _info(name, state, started=True)
     progress(
         f"real-node cluster {name!r} ready: Kubernetes {info.version} at {info.server}"
-        f" (netns {info.namespace})"
+        f" (netns {', '.join(n.netns for n in info.nodes)})"
     )
     return info
 
@@ -143,7 +171,7 @@ def _healthy(name: str, state: dict[str, object]) -> bool:
     if not isinstance(pids, dict) or not all(realstart.running(int(pid)) for pid in pids.values()):
         return False
     try:
-        return realstart.node_ready(name)
+        return all(realstart.node_ready(name, n.name) for n in realconfig.nodes(name, _node_count(state)))
     except Exception:
         return False
 
@@ -164,6 +192,7 @@ def _info(name: str, state: dict[str, object], started: bool) -> RealCluster:
         version=found[0],
         images=dict(image_refs) if isinstance(image_refs, dict) else {},
         started=started,
+        nodes=realconfig.nodes(name, _node_count(state)),
     )
 
 
@@ -184,12 +213,15 @@ def down(name: str, progress: Progress = print, keep_logs: bool = False) -> bool
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         time.sleep(0.2)
-    holder = state.get("holder")
-    if isinstance(holder, int) and realstart.running(holder):
-        os.kill(holder, signal.SIGKILL)
+    holders = state.get("holders")
+    for holder in [*(holders.values() if isinstance(holders, dict) else []), state.get("holder")]:
+        if isinstance(holder, int) and realstart.running(holder):
+            os.kill(holder, signal.SIGKILL)
     left_pids = realcgroups.pids(trees)
     left_cgroups = realcgroups.remove(trees) if not left_pids else [str(t) for t in trees]
-    netns.delete(netns.name_for(name))
+    # Every node's namespace, whatever the state says (a start that failed before saving it).
+    for node in realconfig.nodes(name, realconfig.MAX_NODES):
+        netns.delete(node.netns)
     restored = machine.restore(root / "sysctls-before.json")
     if restored:
         progress(f"restored sysctls changed while it ran: {', '.join(restored)}")
@@ -220,7 +252,16 @@ def status(name: str) -> dict[str, object]:
         kubeconfig=str(layout(name).kubeconfig), netns=netns.name_for(name), logs=str(layout(name).logs)
     )
     info["ready"] = _healthy(name, state)
+    info["nodes"] = [_node_status(name, n) for n in realconfig.nodes(name, _node_count(state))]
     return info
+
+
+def _node_status(name: str, node: realconfig.Node) -> dict[str, object]:
+    try:
+        ready = realstart.node_ready(name, node.name)
+    except Exception:
+        ready = False
+    return {"name": node.name, "ip": node.ip, "pod_cidr": node.pod_cidr, "netns": node.netns, "ready": ready}
 
 
 def node_mounts(name: str) -> str:

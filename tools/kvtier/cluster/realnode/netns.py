@@ -2,7 +2,9 @@
 
 `create` makes the namespace with loopback and one veth pair whose two ends both stay inside it; the node
 (and API server) address sits on one end, the Service range is routed to it, and nothing is routed or
-bridged to the machine's own namespace, so no packet can leave. Clients join it: a subprocess through
+bridged to the machine's own namespace, so no packet can leave. `add_node` moves the pair's other end into
+a second node's namespace, gives it that node's address and routes each node's pod range via the other's
+node address: two test namespaces joined to each other only. Clients join it: a subprocess through
 `ip netns exec` (`command`), Python code in this thread through setns (`entered`); one left outside that
 dials these addresses fails at once (kvtier.cluster.realnode.routes).
 """
@@ -27,15 +29,26 @@ SERVICE_CIDR = "10.96.0.0/16"
 API_SERVICE_IP = "10.96.0.1"
 DNS_SERVICE_IP = "10.96.0.10"
 POD_CIDR = "10.244.0.0/24"
+# Node n (1, 2) has the address 10.240.0.n and the pod range 10.244.(n-1).0/24: all inside these two.
 NODE_CIDR = str(ipaddress.ip_interface(f"{NODE_IP}/{NODE_PREFIX}").network)
+POD_RANGE = "10.244.0.0/16"
 # Every range that exists only in here; realnode.routes makes the machine's namespace refuse them.
-PRIVATE_RANGES = {"node": NODE_CIDR, "Service": SERVICE_CIDR, "pod": POD_CIDR}
+PRIVATE_RANGES = {"node": NODE_CIDR, "Service": SERVICE_CIDR, "pod": POD_RANGE}
 PREFIX = "kvtier-"
 CLONE_NEWNET = 0x40000000
 
 
-def name_for(cluster: str) -> str:
-    return f"{PREFIX}{cluster}"
+def name_for(cluster: str, node: int = 1) -> str:
+    """Node 1's namespace (the control plane's too) is kvtier-<cluster>; node n's kvtier-<cluster>.n."""
+    return f"{PREFIX}{cluster}" if node == 1 else f"{PREFIX}{cluster}.{node}"
+
+
+def node_ip(node: int) -> str:
+    return str(ipaddress.ip_address(NODE_IP) + node - 1)
+
+
+def pod_cidr(node: int) -> str:
+    return f"10.244.{node - 1}.0/24"
 
 
 def exists(namespace: str) -> bool:
@@ -68,6 +81,21 @@ def create(namespace: str) -> None:
     # Clients in the namespace dial Service addresses; kube-proxy rewrites them to pods after routing.
     _ip("-n", namespace, "route", "add", SERVICE_CIDR, "dev", NODE_LINK)
     # Pod -> Service -> pod on the same bridge is routed by the namespace (these sysctls are per namespace).
+    with entered(namespace):
+        Path("/proc/sys/net/ipv4/ip_forward").write_text("1\n")
+
+
+def add_node(first: str, namespace: str, node: int) -> None:
+    """Node `node`'s namespace, joined to node 1's (`first`) by the pair's free end: each node reaches the
+    other's pods through the other's node address; the Service range goes to kube-proxy's rules here."""
+    _ip("netns", "add", namespace)
+    _ip("-n", namespace, "link", "set", "lo", "up")
+    _ip("-n", first, "link", "set", PEER_LINK, "netns", namespace)
+    _ip("-n", namespace, "addr", "add", f"{node_ip(node)}/{NODE_PREFIX}", "dev", PEER_LINK)
+    _ip("-n", namespace, "link", "set", PEER_LINK, "up")
+    _ip("-n", namespace, "route", "add", SERVICE_CIDR, "dev", PEER_LINK)
+    _ip("-n", namespace, "route", "add", pod_cidr(1), "via", NODE_IP)
+    _ip("-n", first, "route", "add", pod_cidr(node), "via", node_ip(node))
     with entered(namespace):
         Path("/proc/sys/net/ipv4/ip_forward").write_text("1\n")
 

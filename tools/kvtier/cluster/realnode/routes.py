@@ -115,7 +115,9 @@ def release() -> list[str]:
     with _locked():
         if netns.cluster_namespaces():
             return []
-        removed = present()
+        # Ours by their mark, ranges an older release used too (the pod range was node 1's /24).
+        ours = [str(_network(r)) for r in machine_routes() if _ours(r)]
+        removed = present() + [cidr for cidr in ours if cidr not in netns.PRIVATE_RANGES.values()]
         for cidr in removed:
             _ip("route", "del", "unreachable", cidr, "proto", PROTOCOL, "table", "main")
         return removed

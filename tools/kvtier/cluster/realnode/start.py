@@ -12,6 +12,7 @@ component, what it did not do, and the last lines of its log.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import subprocess
 from collections.abc import Callable
@@ -37,27 +38,39 @@ PRIVATE_TMPFS = ["/run", "/var/log", "/var/lib"]
 class Starter:
     """Starts the cluster's processes in its namespaces and cgroup; each logs to logs/<name>.log."""
 
-    def __init__(self, name: str, progress: Progress) -> None:
+    def __init__(self, name: str, progress: Progress, node: realconfig.Node | None = None) -> None:
         self.name = name
+        self.node = node or realconfig.node(name, 1)
         self.layout = realconfig.layout(name)
+        self.home = self.node.home(self.layout)  # this node's own files
         self.progress = progress
-        self.namespace = netns.name_for(name)
+        self.namespace = self.node.netns
         own = realcgroups.own_cgroup() or ""
-        self.daemon_cgroup = f"{own}/kvtier-{name}/daemons"
-        self.pod_cgroup_root = f"{own}/kvtier-{name}"
+        # Node n's cgroups nest in node 1's subtree, so `down` finds every process of the cluster there.
+        top = f"{own}/kvtier-{name}" + ("" if self.node.index == 1 else f"/node-{self.node.index}")
+        self.daemon_cgroup = f"{top}/daemons"
+        self.pod_cgroup_root = top
         self.procs = realcgroups.procs_files(self.daemon_cgroup)
         self.holder = 0
         self.pids: dict[str, int] = {}
 
     def log(self, component: str) -> Path:
-        return self.layout.logs / f"{component}.log"
+        return self.layout.logs / f"{component}{self.node.suffix()}.log"
 
     def start_holder(self) -> int:
         """A process that owns the private mount namespace the daemons join."""
         mounts = "; ".join(f"mount -t tmpfs -o mode=0755 kvtier {path}" for path in PRIVATE_TMPFS)
         # The daemons see a resolver-less resolv.conf: no lookup is even tried outside the namespace.
-        resolv = f"mount --bind {self.layout.root / 'resolv.conf'} /etc/resolv.conf"
-        script = f"set -e; {mounts}; {resolv}; echo ready; exec sleep infinity"
+        resolv = f"mount --bind {self.home.root / 'resolv.conf'} /etc/resolv.conf"
+        # This node's folders at the paths every node shares (realconfig.KUBELET_DIR, NODE_LOCAL_DIR).
+        binds = "; ".join(
+            f"mkdir -p {inside}; mount --bind {outside} {inside}"
+            for outside, inside in (
+                (self.home.kubelet, realconfig.KUBELET_DIR),
+                (self.home.root / "local", realconfig.NODE_LOCAL_DIR),
+            )
+        )
+        script = f"set -e; {mounts}; {resolv}; {binds}; echo ready; exec sleep infinity"
         # Not `ip netns exec`: it mounts a fresh /sys, which hides the cgroup mounts from the kubelet.
         enter = [
             "nsenter",
@@ -93,7 +106,7 @@ class Starter:
                 env={**os.environ, **nodebins.environment(), **(env or {})},
                 preexec_fn=realcgroups.joiner(self.procs),
             )
-        self.pids[component] = proc.pid
+        self.pids[component + self.node.suffix()] = proc.pid
         return proc.pid
 
     def dead(self) -> list[str]:
@@ -127,15 +140,15 @@ CONTAINERD = Stage(
     "starting containerd and importing the images",
     ("containerd",),
     (
-        ("containerd", "opened no socket", lambda s: s.layout.containerd_socket.exists()),
-        ("containerd", "does not answer", lambda s: _containerd_answers(s.layout.containerd_socket)),
+        ("containerd", "opened no socket", lambda s: s.home.containerd_socket.exists()),
+        ("containerd", "does not answer", lambda s: _containerd_answers(s.home.containerd_socket)),
     ),
 )
 NODE = Stage(
     "starting the kubelet and kube-proxy",
     ("kubelet", "kube-proxy"),
     (
-        ("kubelet", f"did not make node {realconfig.NODE_NAME} Ready", lambda s: node_ready(s.name)),
+        ("kubelet", "did not make its node Ready", lambda s: node_ready(s.name, s.node.name)),
         (
             "kube-controller-manager",
             "created no `default` ServiceAccount",
@@ -145,18 +158,38 @@ NODE = Stage(
 )
 
 
-def start_all(starter: Starter, tools: dict[str, Path], wanted: list[images.Image], timeout: float) -> None:
-    """Every component, in order; raises UserError naming the first one that fails or dies."""
+def start_all(
+    starter: Starter,
+    tools: dict[str, Path],
+    wanted: list[images.Image],
+    timeout: float,
+    more: tuple[Starter, ...] = (),
+) -> None:
+    """Every component, in order: the control plane with node 1 (`starter`), then each further node's
+    (`more`, holders started); raises UserError naming the first one that fails or dies."""
     deadline = waiting.deadline_in(timeout)
     refs = {image.name: image.ref for image in wanted}
-    _write_configs(starter, tools, refs["pause"])
+    pki.create(starter.layout.pki)
+    starter.layout.kubeconfig.write_text(realconfig.kubeconfig(starter.layout))
+    for node_starter in (starter, *more):
+        _write_configs(node_starter, tools, refs["pause"])
     argv = command_lines(starter.layout, tools)
-    for stage in (CONTROL_PLANE, CONTROLLERS, CONTAINERD):
+    for stage in (CONTROL_PLANE, CONTROLLERS):
         _run(starter, stage, argv, deadline)
-    images.import_into(starter.layout.containerd_socket, wanted, starter.progress)
-    _run(starter, NODE, argv, deadline)
+    for node_starter in (starter, *more):
+        if more:
+            node_starter.progress(f"node {node_starter.node.name}:")
+        node_argv = command_lines(starter.layout, tools, node_starter.node)
+        _run(node_starter, CONTAINERD, node_argv, deadline)
+        images.import_into(node_starter.home.containerd_socket, wanted, node_starter.progress)
+        _run(node_starter, NODE, node_argv, deadline)
+        # No controller allocates pod ranges here (the CNI config holds each node's): the Node says it too.
+        cidr = node_starter.node.pod_cidr
+        patch = json.dumps({"spec": {"podCIDR": cidr, "podCIDRs": [cidr]}})
+        _kubectl(starter.name, ["patch", "node", node_starter.node.name, "--type=merge", "-p", patch])
     starter.progress("starting CoreDNS")
-    _kubectl(starter.name, ["apply", "-f", "-"], realconfig.coredns_manifests(refs["coredns"]))
+    cluster_nodes = tuple(s.node for s in (starter, *more))
+    _kubectl(starter.name, ["apply", "-f", "-"], realconfig.coredns_manifests(refs["coredns"], cluster_nodes))
     _wait(
         starter, "kube-proxy", "CoreDNS did not become Ready", deadline, lambda: _coredns_ready(starter.name)
     )
@@ -171,9 +204,14 @@ def _run(starter: Starter, stage: Stage, argv: dict[str, list[str]], deadline: f
         _wait(starter, blamed, what, deadline, functools.partial(question, starter))
 
 
-def command_lines(lay: realconfig.Layout, tools: dict[str, Path]) -> dict[str, list[str]]:
-    """Each daemon's command line: the cluster's components, in start order."""
+def command_lines(
+    lay: realconfig.Layout, tools: dict[str, Path], node: realconfig.Node | None = None
+) -> dict[str, list[str]]:
+    """Each daemon's command line: the cluster's components, in start order; the node's (containerd, the
+    kubelet, kube-proxy) those of `node` (node 1 when None), from its own files."""
     pki_dir, kubeconfig = lay.pki, str(lay.kubeconfig)
+    node = node or realconfig.node(lay.root.name, 1)
+    home = node.home(lay)
     runtime_config, feature_gates = kwokconfig.admission_policy_switches(binaries.kubernetes_minor())
     controller = ["--kubeconfig", kubeconfig, "--bind-address", "127.0.0.1", "--leader-elect=false"]
     return {
@@ -208,26 +246,26 @@ def command_lines(lay: realconfig.Layout, tools: dict[str, Path]) -> dict[str, l
             "--root-ca-file", str(pki_dir / "ca.crt"), "--use-service-account-credentials=true",
         ],
         "kube-scheduler": [str(tools["kube-scheduler"]), *controller],
-        "containerd": [str(tools["containerd"]), "--config", str(lay.root / "containerd.toml")],
+        "containerd": [str(tools["containerd"]), "--config", str(home.root / "containerd.toml")],
         "kubelet": [
-            str(tools["kubelet"]), "--config", str(lay.root / "kubelet.yaml"),
-            "--kubeconfig", kubeconfig, "--root-dir", str(lay.kubelet), "--node-ip", netns.NODE_IP,
-            "--hostname-override", realconfig.NODE_NAME,
+            str(tools["kubelet"]), "--config", str(home.root / "kubelet.yaml"),
+            "--kubeconfig", kubeconfig, "--root-dir", realconfig.KUBELET_DIR, "--node-ip", node.ip,
+            "--hostname-override", node.name,
         ],
-        "kube-proxy": [str(tools["kube-proxy"]), "--config", str(lay.root / "kube-proxy.yaml")],
+        "kube-proxy": [str(tools["kube-proxy"]), "--config", str(home.root / "kube-proxy.yaml")],
     }  # fmt: skip
 
 
 def _write_configs(starter: Starter, tools: dict[str, Path], pause_image: str) -> None:
-    lay = starter.layout
-    pki.create(lay.pki)
-    lay.kubeconfig.write_text(realconfig.kubeconfig(lay))
-    (lay.root / "containerd.toml").write_text(
-        realconfig.containerd(lay, tools["runc"], tools["cni-bridge"].parent, pause_image)
+    """One node's files, in its own folder (the kubeconfig is the cluster's)."""
+    home, node = starter.home, starter.node
+    (home.root / "containerd.toml").write_text(
+        realconfig.containerd(home, tools["runc"], tools["cni-bridge"].parent, pause_image)
     )
-    (lay.cni / "net.d" / "10-kvtier.conflist").write_text(realconfig.cni(lay))
-    (lay.root / "kubelet.yaml").write_text(realconfig.kubelet(lay, starter.pod_cgroup_root))
-    (lay.root / "kube-proxy.yaml").write_text(realconfig.kube_proxy(lay))
+    (home.cni / "net.d" / "10-kvtier.conflist").write_text(realconfig.cni(home, node.pod_cidr))
+    (home.root / "kubelet.yaml").write_text(realconfig.kubelet(home, starter.pod_cgroup_root, node.ip))
+    proxy = realconfig.kube_proxy(starter.layout, node.name)
+    (home.root / "kube-proxy.yaml").write_text(proxy)
 
 
 def _wait(starter: Starter, component: str, what: str, deadline: float, check: Callable[[], bool]) -> None:
@@ -261,9 +299,9 @@ def _readyz(name: str) -> bool:
     return in_namespace(name, lambda api: str(api.request("GET", "/readyz", timeout=5)).strip() == "ok")
 
 
-def node_ready(name: str) -> bool:
+def node_ready(name: str, node_name: str = realconfig.NODE_NAME) -> bool:
     def check(api: Rest) -> bool:
-        node = api.find(f"/api/v1/nodes/{realconfig.NODE_NAME}")
+        node = api.find(f"/api/v1/nodes/{node_name}")
         conditions = (node or {}).get("status", {}).get("conditions", [])
         return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
