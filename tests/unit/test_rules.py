@@ -611,6 +611,7 @@ def _run(rule_id: str, mutation: Mutation) -> list[Any]:
 CASES_ELSEWHERE = {
     "vllm-scheduler-budget": Path(__file__).with_name("test_rules_scheduler.py"),
     "l2-read-slower-than-recompute": Path(__file__).with_name("test_l2_read_speed.py"),
+    "model-code-trusted": Path(__file__).with_name("test_rules_model_code.py"),
 }
 
 

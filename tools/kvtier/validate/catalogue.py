@@ -22,6 +22,7 @@ from kvtier.validate.checks import (  # noqa: F401
     kubelet_rules,
     l2_read_rules,
     metadata_rules,
+    model_code_rules,
     model_source_rules,
     network_rules,
     podsecurity,

@@ -209,7 +209,7 @@ def vllm_arg_invalid(ctx: ValuesContext) -> Iterator[Hit]:
     version = vllm_options.table().vllm
     # The table is one vLLM release's: another release has other flags (new ones, removed ones such as
     # --swap-space), so on an image whose vLLM is not known to be that release a problem is only likely.
-    known = _runs_the_tables_vllm(ctx.values, version)
+    known = runs_the_tables_vllm(ctx.values, version)
     severity: Severity = "error" if known else "warning"
     caveat = "" if known else f" (if the image's vLLM is {version}: not the chart's default image)"
     for i, model in model_entries(ctx.values):
@@ -228,7 +228,7 @@ def vllm_arg_invalid(ctx: ValuesContext) -> Iterator[Hit]:
             )
 
 
-def _runs_the_tables_vllm(values: dict[str, Any], version: str) -> bool:
+def runs_the_tables_vllm(values: dict[str, Any], version: str) -> bool:
     """Whether the engines run the vLLM release of the options table: the chart's default image (built on
     the pinned vLLM), or an image whose tag starts with that release (`v<release>`, `<release>-lmcache<x>`, as
     vLLM's own images and the CPU rig's are tagged)."""
