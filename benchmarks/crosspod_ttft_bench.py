@@ -192,9 +192,9 @@ def show(payload: dict[str, Any], console: Console) -> None:
         f"{f'{paired:.2f}x' if paired else '-'}"
     )
     console.print(
-        f"kvtier plan assumes {REFERENCE.l2_read_gib_s} GiB/s for L2 reads across nodes (the reference "
-        f"deployment's); p95 of {payload['trials']} trials is their largest value; load: the machine's "
-        "one-minute load average as the trials started (median)"
+        f"the reference deployment read L2 across nodes at {REFERENCE.l2_read_gib_s} GiB/s (kvtier plan "
+        f"prints it beside Curvine's measured speed); p95 of {payload['trials']} trials is their largest "
+        "value; load: the machine's one-minute load average as the trials started (median)"
     )
     hit = payload["ratios"]["hit"]
     measured = f"{hit:.2f}x" if hit else "no valid trial"

@@ -14,10 +14,11 @@ pod by pod, so a noisy neighbour hits both.
 
 14 MiB is one 256-token chunk of Qwen2-7B in fp16 (28 layers x 4 KV heads x 128 dims x 2 x 2 bytes per
 token), the reference deployment's model. Prints per-chunk latency (median, p95) and bandwidth per
-backend and the Curvine / hostPath ratios, and what `kvtier plan` assumes for L2 (the reference's
-cross-node reads). Needs root, the node programs (make node-tools) and the Curvine binaries
-(KVTIER_CURVINE_BIN or ../shared). Exit 0 when Curvine's chunk reads are within 1.25x of the stand-in,
-1 when not, 2 when the cluster or Curvine cannot start.
+backend and the Curvine / hostPath ratios, and the reference deployment's L2 speeds beside them
+(`kvtier plan` prints its cross-node read beside Curvine's measured one). Needs root, the node
+programs (make node-tools) and the Curvine binaries (KVTIER_CURVINE_BIN or ../shared). Exit 0 when
+Curvine's chunk reads are within 1.25x of the stand-in, 1 when not, 2 when the cluster or Curvine
+cannot start.
 """
 
 from __future__ import annotations
@@ -169,10 +170,10 @@ def show(payload: dict[str, Any], console: Console) -> bool:
             )
     console.print(table)
     console.print(
-        f"kvtier plan assumes {REFERENCE.l2_read_gib_s} GiB/s for L2 reads across nodes and "
-        f"{REFERENCE.l2_write_gib_s} GiB/s for writes (the reference deployment's); on this one-node "
-        f"cluster Curvine read {stats['curvine']['read_direct']['gib_s']:.2f} GiB/s (O_DIRECT) and "
-        f"wrote {stats['curvine']['write']['gib_s']:.2f} GiB/s"
+        f"the reference deployment read L2 across nodes at {REFERENCE.l2_read_gib_s} GiB/s and wrote at "
+        f"{REFERENCE.l2_write_gib_s} GiB/s (kvtier plan prints it beside Curvine's measured read); on "
+        f"this one-node cluster Curvine read {stats['curvine']['read_direct']['gib_s']:.2f} GiB/s "
+        f"(O_DIRECT) and wrote {stats['curvine']['write']['gib_s']:.2f} GiB/s"
     )
     payload["stats"], payload["ratios"] = stats, ratios
     read_ratio = min(ratios["read_direct"], ratios["read_buffered"])
