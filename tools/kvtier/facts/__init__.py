@@ -7,6 +7,8 @@
 - `instances.yaml`: GPU models (compute capability, usable memory) and GPU instance types (GPU, count, host
   memory, NVMe instance store), with their sources and the figures left unconfirmed.
 - `hyperpod_operator.yaml`: what the HyperPod operator renders, read by kvtier.upstream.hyperpod_operator.
+- `curvine_read.yaml`: Curvine's read speed as this project measured it, one entry per client read setting,
+  each with its date, command and machine (`curvine_reads`; kvtier.plan.readspeed picks the one that applies).
 
 A rule may refuse only on a confirmed fact: kvtier.validate.rules.Hit.unconfirmed turns an error that rests
 on an unconfirmed one into a warning that names it. tests/unit/test_facts_data.py loads every file.
