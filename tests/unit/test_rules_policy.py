@@ -276,6 +276,9 @@ CASES_ELSEWHERE["router-ingress-tls"] = Path(__file__).with_name("test_rules_rou
 # sysctls and the engines' metrics against the chart's autoscaler and alerts: modules of their own
 CASES_ELSEWHERE["kube-sysctl-admitted"] = Path(__file__).with_name("test_rules_sysctl.py")
 CASES_ELSEWHERE["engine-metrics-disabled"] = Path(__file__).with_name("test_rules_signal.py")
+# a container's resources as the API server validates them, and hostPath dirs a non-root user writes
+CASES_ELSEWHERE["kube-resources-admitted"] = Path(__file__).with_name("test_rules_resources.py")
+CASES_ELSEWHERE["hostpath-writable-by-user"] = Path(__file__).with_name("test_rules_hostpath.py")
 
 
 def test_every_manifest_rule_has_cases() -> None:
