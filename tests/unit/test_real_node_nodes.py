@@ -1,0 +1,79 @@
+"""The real-node cluster's nodes as data: addresses, ranges, namespaces, per-node files and command lines,
+CoreDNS's entries for every node (the nodes themselves run in tests/node/test_two_nodes.py)."""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kvtier.cluster.realnode import config as realconfig
+from kvtier.cluster.realnode import lifecycle as realnode
+from kvtier.cluster.realnode import netns
+from kvtier.cluster.realnode import start as realstart
+from kvtier.errors import UserError
+
+
+def test_each_node_has_its_own_address_range_and_namespace_inside_the_refused_ranges() -> None:
+    first, second = realconfig.nodes("c", 2)
+    assert (first.name, first.ip, first.pod_cidr, first.netns) == (
+        realconfig.NODE_NAME,
+        netns.NODE_IP,
+        netns.POD_CIDR,
+        netns.name_for("c"),
+    )
+    assert second.name != first.name and second.ip != first.ip and second.netns != first.netns
+    assert second.netns.startswith(netns.PREFIX)  # found by cleanup with every cluster's namespace
+    pods = [ipaddress.ip_network(n.pod_cidr) for n in (first, second)]
+    assert not pods[0].overlaps(pods[1])
+    refused = {kind: ipaddress.ip_network(cidr) for kind, cidr in netns.PRIVATE_RANGES.items()}
+    assert all(ipaddress.ip_address(n.ip) in refused["node"] for n in (first, second))
+    assert all(p.subnet_of(refused["pod"]) for p in pods)
+
+
+def test_node_2_runs_from_its_own_files_with_the_shared_kubelet_root(tmp_path: Path) -> None:
+    lay = realconfig.Layout(tmp_path / "c")
+    second = realconfig.node("c", 2)
+    home = second.home(lay)
+    assert home.root != lay.root and home.containerd_socket != lay.containerd_socket
+    tools = {t: Path(f"/x/{t}") for t in ("etcd", "containerd", "kubelet", "kube-proxy")}
+    tools |= {t: Path(f"/x/{t}") for t in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")}
+    argv = realstart.command_lines(lay, tools, second)
+    kubelet = argv["kubelet"]
+    flags = dict(zip(kubelet[1::2], kubelet[2::2], strict=False))
+    assert flags["--root-dir"] == realconfig.KUBELET_DIR
+    assert (flags["--node-ip"], flags["--hostname-override"]) == (second.ip, second.name)
+    assert flags["--config"] == str(home.root / "kubelet.yaml")
+    assert flags["--kubeconfig"] == str(lay.kubeconfig)  # the one API server
+    assert argv["containerd"][-1] == str(home.root / "containerd.toml")
+    node_1 = realstart.command_lines(lay, tools)["kubelet"]
+    assert node_1[node_1.index("--root-dir") + 1] == realconfig.KUBELET_DIR  # the same path on each
+
+
+def test_node_configs_carry_the_nodes_own_address_range_and_name(tmp_path: Path) -> None:
+    second = realconfig.node("c", 2)
+    home = second.home(realconfig.Layout(tmp_path))
+    kubelet = yaml.safe_load(realconfig.kubelet(home, "/a/node-2", second.ip))
+    assert kubelet["address"] == second.ip
+    assert kubelet["containerRuntimeEndpoint"] == f"unix://{home.containerd_socket}"
+    proxy = yaml.safe_load(realconfig.kube_proxy(realconfig.Layout(tmp_path), second.name))
+    assert proxy["hostnameOverride"] == second.name
+    assert proxy["clusterCIDR"] == netns.PRIVATE_RANGES["pod"]  # every node's pods are the cluster's
+    assert second.pod_cidr in realconfig.cni(home, second.pod_cidr)
+
+
+def test_coredns_resolves_every_nodes_name() -> None:
+    nodes = realconfig.nodes("c", 2)
+    objects = list(yaml.safe_load_all(realconfig.coredns_manifests("img", nodes)))
+    corefile = next(o for o in objects if o["kind"] == "ConfigMap")["data"]["Corefile"]
+    hosts = corefile.split("hosts {")[1].split("}")[0].split("\n")
+    entries = [line.split() for line in hosts if line.strip() and line.strip() != "fallthrough"]
+    assert entries == [[n.ip, n.name] for n in nodes]
+
+
+@pytest.mark.parametrize("count", [0, 3])
+def test_up_refuses_a_node_count_it_cannot_join(count: int) -> None:
+    with pytest.raises(UserError, match=r"1 to 2 nodes, not .*: pass --nodes 1 or 2"):
+        realnode.up("c", nodes=count, progress=lambda m: None)
