@@ -232,3 +232,29 @@ def test_every_operator_fact_names_where_it_is_said() -> None:
             assert re.search(r"@ [0-9a-f]{40}|PyPI |reference deployment", fact.source), fact
     assert hyperpod_operator.MODEL_MOUNT_DEFAULT.startswith("/")
     assert {"args", "image", "resources"} <= set(hyperpod_operator.WORKER_FIELDS)
+
+
+def test_a_confirmed_gpu_throughput_names_its_source() -> None:
+    gpus = facts.gpus()
+    assert any(g.dense_fp16_tflops_confirmed for g in gpus.values()), "no GPU throughput is confirmed"
+    for gpu in gpus.values():
+        if gpu.dense_fp16_tflops_confirmed:
+            assert gpu.dense_fp16_tflops and gpu.dense_fp16_tflops_source, gpu.name
+            assert _date(gpu.dense_fp16_tflops_source.checked), gpu.name
+
+
+def test_a_confirmed_gpu_throughput_without_a_figure_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = yaml.safe_load(facts.INSTANCES.read_text(encoding="utf-8"))
+    data["gpus"]["A10G"]["dense_fp16_tflops_confirmed"] = True  # the A10G has no figure
+    path = tmp_path / "instances.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    monkeypatch.setattr(facts, "INSTANCES", path)
+    facts._instances_file.cache_clear()
+    try:
+        with pytest.raises(facts.FactsError, match="A10G: a confirmed dense_fp16_tflops needs"):
+            facts.gpus()
+    finally:
+        monkeypatch.undo()
+        facts._instances_file.cache_clear()

@@ -4,8 +4,9 @@
   per id (the published file's URL, where its content was read, the date), `confirmed` (every field seen with
   that value in the real file) and `unconfirmed` (fields no real copy showed); `gated` and `num_parameters`
   where known, each with its own source.
-- `instances.yaml`: GPU models (compute capability, usable memory) and GPU instance types (GPU, count, host
-  memory, NVMe instance store), with their sources and the figures left unconfirmed.
+- `instances.yaml`: GPU models (compute capability, usable memory, dense FP16/BF16 tensor TFLOPS) and GPU
+  instance types (GPU, count, host memory, NVMe instance store), with their sources and the figures left
+  unconfirmed.
 - `hyperpod_operator.yaml`: what the HyperPod operator renders, read by kvtier.upstream.hyperpod_operator.
 - `curvine_read.yaml`: Curvine's read speed as this project measured it, one entry per client read setting,
   each with its date, command and machine (`curvine_reads`; kvtier.plan.readspeed picks the one that applies).
@@ -64,6 +65,9 @@ class Gpu:
     confirmed: bool
     sources: tuple[Source, ...]
     note: str = ""
+    dense_fp16_tflops: float | None = None  # peak dense FP16/BF16 tensor TFLOPS; None: no figure found
+    dense_fp16_tflops_confirmed: bool = False  # read in a stored copy of NVIDIA's datasheet
+    dense_fp16_tflops_source: Source | None = None
 
 
 @dataclass(frozen=True)
@@ -167,6 +171,17 @@ def _instances_file() -> tuple[dict[str, Gpu], dict[str, InstanceType]]:
             source(entry.get("compute_capability_source"), f"gpus.{name}"),
             source(entry.get("memory_source"), f"gpus.{name}"),
         )
+        tflops = entry.get("dense_fp16_tflops")
+        if tflops is not None and (
+            isinstance(tflops, bool) or not isinstance(tflops, int | float) or tflops <= 0
+        ):
+            raise FactsError(f"{where}: gpus.{name}.dense_fp16_tflops must be a positive number or null")
+        tflops_source = source(entry.get("dense_fp16_tflops_source"), f"gpus.{name}")
+        tflops_confirmed = entry.get("dense_fp16_tflops_confirmed") is True
+        if tflops_confirmed and (tflops is None or tflops_source is None):
+            raise FactsError(
+                f"{where}: gpus.{name}: a confirmed dense_fp16_tflops needs the figure and its source"
+            )
         gpus[str(name)] = Gpu(
             str(name),
             (int(capability[0]), int(capability[1])),
@@ -174,6 +189,9 @@ def _instances_file() -> tuple[dict[str, Gpu], dict[str, InstanceType]]:
             entry.get("confirmed") is True,
             tuple(s for s in cited if s),
             str(entry.get("note") or ""),
+            None if tflops is None else float(tflops),
+            tflops_confirmed,
+            tflops_source,
         )
     types: dict[str, InstanceType] = {}
     for name, raw in _mapping(data.get("instance_types"), f"{where}: instance_types").items():
