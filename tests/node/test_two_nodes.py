@@ -43,7 +43,8 @@ def _log(message: str) -> None:
 def cluster(node_programs) -> Iterator[realnode.RealCluster]:
     root = realnode.clusters_dir()
     for folder in sorted(root.glob(f"{PREFIX}*")) if root.is_dir() else []:
-        if not Path(f"/proc/{folder.name.removeprefix(PREFIX)}").exists():  # its session died
+        pid = folder.name.removeprefix(PREFIX)
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():  # its session died
             realnode.down(folder.name, progress=_log)
     name = f"{PREFIX}{os.getpid()}"
     started = realnode.up(name, timeout=START_TIMEOUT, progress=_log, nodes=2)

@@ -4,6 +4,8 @@ CoreDNS's entries for every node (the nodes themselves run in tests/node/test_tw
 from __future__ import annotations
 
 import ipaddress
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -77,3 +79,16 @@ def test_coredns_resolves_every_nodes_name() -> None:
 def test_up_refuses_a_node_count_it_cannot_join(count: int) -> None:
     with pytest.raises(UserError, match=r"1 to 2 nodes, not .*: pass --nodes 1 or 2"):
         realnode.up("c", nodes=count, progress=lambda m: None)
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--nodes", "2"], "only a --runtime real cluster starts more than one node"),
+        (["--runtime", "real", "--nodes", "3"], "1 to 2 nodes, not 3"),
+    ],
+)
+def test_cluster_up_nodes_flag_is_checked_before_anything_starts(flags: list[str], said: str) -> None:
+    argv = [sys.executable, "-m", "kvtier.cli", "cluster", "up", "--name", "never-started-here", *flags]
+    result = subprocess.run([*argv, "--no-build"], capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0 and said in result.stderr and "Traceback" not in result.stderr

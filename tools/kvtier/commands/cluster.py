@@ -43,6 +43,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="kwok = fake nodes on loopback (default); real = a real kubelet + containerd in a network "
         "namespace (root; its programs: `make node-tools`)",
     )
+    up.add_argument(
+        "--nodes",
+        type=int,
+        default=1,
+        help="nodes of a --runtime real cluster, 1 or 2 (default: %(default)s)",
+    )
     up.add_argument("--timeout", type=float, default=300, help="seconds to wait for start-up")
     up.add_argument("--no-build", action="store_true", help="fail instead of building missing binaries")
     actions.add_parser("down", parents=[common], help="stop a cluster and put the machine back")
@@ -65,9 +71,14 @@ def run(args: argparse.Namespace) -> int:
         if not args.timeout > 0:
             raise UserError(f"--timeout must be a positive number of seconds, got {args.timeout}")
         if args.runtime == "real":
-            info = realnode.up(args.name, timeout=args.timeout, build=not args.no_build)
+            info = realnode.up(args.name, timeout=args.timeout, build=not args.no_build, nodes=args.nodes)
             print(info.kubeconfig)
             return exitcodes.OK
+        if args.nodes != 1:
+            raise UserError(
+                f"--nodes {args.nodes}: only a --runtime real cluster starts more than one node"
+                " (a KWOK cluster's fake nodes are its own); add --runtime real or drop --nodes"
+            )
         if realnode.exists(args.name):
             raise UserError(
                 f"cluster {args.name!r} runs the real-node flavour: `up --runtime real`, or another --name"
