@@ -60,6 +60,12 @@ master_addrs = [
 block_size = {{ .Values.config.blockSize | quote }}
 replicas = {{ int .Values.config.replicas }}
 short_circuit = {{ .Values.config.shortCircuit }}
+{{- with .Values.config.read }}
+read_chunk_size = {{ .chunkSize | quote }}
+read_chunk_num = {{ int .chunkNum }}
+read_parallel = {{ int .parallel }}
+read_slice_size = {{ .sliceSize | quote }}
+{{- end }}
 # Read by curvine-cli: the CSI controller creates each volume directory with mode 0777 & ~umask
 # (csi.volumeAccess.mode); the FUSE clients apply each request's own umask instead.
 umask = {{ include "curvine.volumeUmask" . }}
@@ -72,6 +78,14 @@ web_port = {{ int .Values.config.fuseWebPort }}
 # refuses its creator any setattr, such as the L2 hit recorder's atime. The consumers' user, as volumeAccess.
 uid = {{ int .Values.csi.volumeAccess.uid }}
 gid = {{ int .Values.csi.volumeAccess.gid }}
+{{- with .Values.config.fuse }}
+entry_timeout_ms = {{ int64 .entryTimeoutMs }}
+attr_timeout_ms = {{ int64 .attrTimeoutMs }}
+negative_timeout_ms = {{ int64 .negativeTimeoutMs }}
+enable_meta_cache = {{ .enableMetaCache }}
+meta_cache_timeout = {{ .metaCacheTimeout | quote }}
+max_readahead_kb = {{ int64 .maxReadaheadKb }}
+{{- end }}
 
 [fuse.log]
 level = {{ .Values.config.logLevel | quote }}

@@ -162,4 +162,23 @@ limits replicas to 1/3/5, this check gives the reason in words (and guards --dis
 {{- end -}}
 {{- $_ := set $paths .path true -}}
 {{- end -}}
+{{- $read := .Values.config.read -}}
+{{- $chunk := include "curvine.sizeBytes" $read.chunkSize | int64 -}}
+{{- $cap := 16777216 -}}
+{{- if gt $chunk $cap -}}
+{{- fail (printf "[curvine-read-chunk-cap] config.read.chunkSize: %s is %d bytes: Curvine v0.4.1 workers refuse a read chunk above 16777216 bytes (16MB). Use 16MB or less." $read.chunkSize $chunk) -}}
+{{- end -}}
+{{- /* The worker checks the prefetch length (chunk x num) only when prefetch is on: chunkNum > 1. */ -}}
+{{- if and (gt (int $read.chunkNum) 1) (gt (mul $chunk (int $read.chunkNum)) $cap) -}}
+{{- fail (printf "[curvine-read-chunk-cap] config.read: chunkSize %s x chunkNum %d is %d bytes: Curvine v0.4.1 workers refuse a prefetch above 16777216 bytes (16MB), and a cross-node read fails. Lower chunkNum to %d or less, or chunkSize." $read.chunkSize (int $read.chunkNum) (mul $chunk (int $read.chunkNum)) (div $cap $chunk)) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Bytes of a Curvine size string (128KB, 1M, 4mb: binary units, as Curvine's ByteUnit reads them). */}}
+{{- define "curvine.sizeBytes" -}}
+{{- $text := upper (toString .) | trim -}}
+{{- $num := regexFind "^[0-9]+" $text | int64 -}}
+{{- $unit := regexReplaceAll "^[0-9]+\\s*" $text "" | trimSuffix "B" -}}
+{{- $scale := get (dict "" 1 "K" 1024 "M" 1048576 "G" 1073741824) $unit | default 0 -}}
+{{- mul $num $scale -}}
 {{- end -}}
