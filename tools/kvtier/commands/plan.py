@@ -9,7 +9,7 @@ from typing import Any
 
 from kvtier import cliopts, exitcodes
 from kvtier.errors import UserError
-from kvtier.plan import capacity, readspeed, report, result, scale
+from kvtier.plan import capacity, prefill, readspeed, report, result, scale
 from kvtier.plan import inputs as plan_inputs
 from kvtier.plan.facts import KNOWN_MODELS, REFERENCE
 from kvtier.validate.inputs import loader, merge
@@ -176,6 +176,7 @@ def _timing(args: argparse.Namespace, read_gib_s: float) -> capacity.Timing:
             timing.read_gib_s,
             timing.write_gib_s,
             "flags",
+            reference_prefill=timing.reference_prefill,
         )
     if args.prefill_tps:
         timing = capacity.Timing(
@@ -258,7 +259,13 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
         hardware, mix = _scale_inputs(args)
         for (_, deployment), entry in zip(inputs, out["models"], strict=True):
             entry["scale"] = scale.build(
-                deployment, mix, timing, hardware, args.replicas, args.curvine_workers, args.replica_qps
+                deployment,
+                mix,
+                prefill.timing_for(deployment, timing)[0],
+                hardware,
+                args.replicas,
+                args.curvine_workers,
+                args.replica_qps,
             )
     return out
 

@@ -37,6 +37,11 @@ DTYPE_BYTES = {
     "int8": 1,
 }
 
+# A mixture of experts: config.json keys that count experts, and model types that are one (the shipped
+# entries keep only the keys the planner reads, so Mixtral's has no expert count).
+EXPERT_KEYS = ("num_local_experts", "n_routed_experts", "num_experts", "num_experts_per_tok")
+MOE_TYPES = frozenset({"mixtral", "deepseek_v2", "deepseek_v3", "qwen2_moe", "qwen3_moe", "dbrx", "olmoe"})
+
 
 @dataclass(frozen=True)
 class ModelSpec:
@@ -49,6 +54,11 @@ class ModelSpec:
     mla_dim: int = 0  # kv_lora_rank + qk_rope_head_dim when the model uses MLA, else 0
     sliding_window: int = 0
     sliding_layers: int = 0
+    embedding_params: float = (
+        0.0  # input embeddings + output head (tied: once); prefill runs neither as a matmul
+    )
+    attention_width: int = 0  # query heads x head_dim: the width attention's score and value products run at
+    experts: bool = False  # mixture of experts: a token runs only the experts it is routed to
 
     @classmethod
     def from_hf_config(cls, name: str, cfg: dict[str, Any], source: str = "") -> ModelSpec:
@@ -70,7 +80,13 @@ class ModelSpec:
         params = float(
             cfg.get("num_parameters") or _dense_params(cfg, layers, heads, kv_heads, head_dim, hidden)
         )
-        return cls(name, layers, kv_heads, head_dim, dtype, params, mla_dim, window, sliding)
+        vocab = int(cfg.get("vocab_size") or 0)
+        embedding = float(vocab * hidden * (1 if cfg.get("tie_word_embeddings") else 2))
+        experts = any(cfg.get(k) for k in EXPERT_KEYS) or str(cfg.get("model_type")) in MOE_TYPES
+        return cls(
+            name, layers, kv_heads, head_dim, dtype, params, mla_dim, window, sliding,
+            embedding, heads * head_dim, experts,
+        )  # fmt: skip
 
     def kv_bytes_per_token(self, kv_dtype_bytes: int) -> int:
         """Bytes of KV cache one token occupies across all layers (all TP ranks together)."""
@@ -150,6 +166,9 @@ class Timing:
     read_gib_s: float = REFERENCE.l2_read_gib_s
     write_gib_s: float = REFERENCE.l2_write_gib_s
     source: str = "reference"
+    # prefill_tps is the reference's calibration (not a user's measurement): kvtier.plan.prefill may scale it
+    # to the deployment's model and GPU
+    reference_prefill: bool = False
 
     def read_ms(self, nbytes: float) -> float:
         return nbytes / (self.read_gib_s * GIB) * 1000
@@ -191,6 +210,7 @@ def reference_timing(
         read_gib_s,
         write_gib_s,
         "reference (Qwen2-7B fp16, A10G): give --cold-ttft-ms for your model and GPU",
+        reference_prefill=True,
     )
 
 
@@ -221,6 +241,7 @@ class Deployment:
     kv_dtype_bytes: int
     replicas: int = 1
     gpus_per_replica: int = 1
+    gpu: str = ""  # the GPU model of the instance type (kvtier.facts gpus), "" where unknown
     gpu_mem_gib: float = 0.0
     gpu_util: float = 0.9
     # per GPU: vLLM's profiled activation peak and CUDA graphs, which L0 also loses (0 = the plain formula)

@@ -56,6 +56,7 @@ class Reference:
     """The reference deployment (DESIGN.md section 1): Qwen2-7B-Instruct fp16, 256-token chunks, A10G."""
 
     model: str = "qwen2-7b-instruct"
+    gpu: str = "A10G"  # kvtier.facts gpus; one per replica (tensor parallel 1)
     l2_write_gib_s: float = 9.6  # 0.1028 GiB written in 10.7 ms
     l2_read_gib_s: float = 1.84  # 0.1028 GiB read across nodes in 55.75 ms
     read_tokens: int = 1925

@@ -113,6 +113,7 @@ def deployment(
         kv_dtype_bytes=kv_dtype_bytes(entry, dtype_bytes),
         replicas=int(entry.get("replicas") or 1),
         gpus_per_replica=gpus,
+        gpu=gpu[0] if gpu else "",
         gpu_mem_gib=memory,
         gpu_util=float(entry.get("gpuMemoryUtilization") or 0.9),
         l1_gib=l1,

@@ -68,6 +68,10 @@ def print_table(result: dict[str, Any]) -> None:
                 f"{r['speedup']:.2f}x",
             )
         console.print(rows)
+        estimate = m.get("prefill_estimate")
+        if estimate:
+            style = "yellow" if estimate["fell_back"] else None
+            console.print(f"prefill: {estimate['description']}", style=style, markup=False)
         be = m["break_even_tokens"]
         console.print(
             f"break-even prompt length: {be:,.0f} tokens (below it, recomputing beats an L2 hit)"

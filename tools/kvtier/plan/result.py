@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kvtier.plan import capacity
+from kvtier.plan import capacity, prefill
 from kvtier.plan.capacity import Deployment, Timing
 from kvtier.plan.facts import GIB, REFERENCE
 
@@ -62,7 +62,10 @@ def build(
                 "(1-4 GiB per GPU, profiled at start): give --activation-gib to subtract them"
             )
     out: dict[str, Any] = {"units": "GiB = 2^30 bytes; bandwidth GiB/s; time ms", "models": []}
+    reference_timing = timing
     for label, d in inputs:
+        # the reference's prefill rate, estimated for this model and GPU (a measured or given rate stays)
+        timing, estimate = prefill.timing_for(d, reference_timing)
         bpt = d.model.kv_bytes_per_token(d.kv_dtype_bytes)
         caps = capacity.capacities(d)
         entry = {
@@ -98,10 +101,11 @@ def build(
                 "write_gib_s": timing.write_gib_s,
                 "calibration": timing.source,
             },
+            "prefill_estimate": estimate.as_dict() if estimate else None,
         }
         if reference_check:
             # the reference's speedups were measured at its own read speed, whatever the plan's is
-            at_reference = replace(timing, read_gib_s=REFERENCE.l2_read_gib_s)
+            at_reference = replace(reference_timing, read_gib_s=REFERENCE.l2_read_gib_s)
             entry["reference_check"] = capacity.reference_check(at_reference, bpt)
         out["models"].append(entry)
     return out
