@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kvtier.cluster.realnode import cgroups as realcgroups
 from kvtier.cluster.realnode import config as realconfig
 from kvtier.cluster.realnode import lifecycle as realnode
 from kvtier.cluster.realnode import netns
@@ -92,3 +93,25 @@ def test_cluster_up_nodes_flag_is_checked_before_anything_starts(flags: list[str
     argv = [sys.executable, "-m", "kvtier.cli", "cluster", "up", "--name", "never-started-here", *flags]
     result = subprocess.run([*argv, "--no-build"], capture_output=True, text=True, timeout=60)
     assert result.returncode != 0 and said in result.stderr and "Traceback" not in result.stderr
+
+
+def test_down_touches_only_its_own_cgroups_not_a_parent_it_created(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`up` may create this process's cgroup path in a hierarchy that lacked it; another cluster started
+    later lives below that parent too, so `down` kills and removes only below its own folder, and removes
+    the parent only once it is empty."""
+    monkeypatch.setattr(realcgroups, "CGROUP_ROOT", tmp_path)
+    parent = tmp_path / "cpu" / "sandbox"
+    (parent / "kvtier-a" / "daemons").mkdir(parents=True)
+    (parent / "kvtier-b" / "daemons").mkdir(parents=True)  # the other cluster
+    created = [str(parent), str(parent / "kvtier-a"), str(parent / "kvtier-a" / "daemons")]
+    trees = realcgroups.subtrees("/sandbox/kvtier-a")
+    assert trees == [parent / "kvtier-a"]
+    assert realcgroups.remove(trees) == []
+    realcgroups.prune(created, trees)
+    assert (parent / "kvtier-b" / "daemons").is_dir()  # the other cluster's folders stay
+    (parent / "kvtier-b" / "daemons").rmdir()
+    (parent / "kvtier-b").rmdir()
+    realcgroups.prune(created, trees)
+    assert not parent.exists()  # once empty, the parent `up` created goes

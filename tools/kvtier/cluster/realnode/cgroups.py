@@ -74,11 +74,19 @@ def make(relative: str) -> list[str]:
     return created
 
 
-def subtrees(relative: str, created: list[str]) -> list[Path]:
-    """The cluster's cgroup folder in every hierarchy (runc also writes to the unified one), then the
-    parents `up` created, innermost first."""
+def subtrees(relative: str) -> list[Path]:
+    """The cluster's cgroup folder in every hierarchy (runc also writes to the unified one)."""
     trees = [h / relative.strip("/") for h in sorted(CGROUP_ROOT.iterdir()) if h.is_dir()]
-    return [t for t in trees if t.is_dir()] + [Path(c) for c in reversed(created) if Path(c).is_dir()]
+    return [t for t in trees if t.is_dir()]
+
+
+def prune(created: list[str], trees: list[Path]) -> None:
+    """rmdir the parents `up` created above the cluster's folders, innermost first, each only when empty:
+    another cluster started meanwhile may live below one of them (its processes are never ours to kill)."""
+    for folder in map(Path, reversed(created)):
+        if not any(folder.is_relative_to(tree) for tree in trees):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
 
 def _folders(tree: Path) -> list[Path]:

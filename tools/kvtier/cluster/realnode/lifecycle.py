@@ -205,7 +205,9 @@ def down(name: str, progress: Progress = print, keep_logs: bool = False) -> bool
     recorded = state.get("cgroups")
     created = [str(c) for c in recorded] if isinstance(recorded, list) else []
     cgroup_root = str(state.get("cgroup_root", ""))
-    trees = realcgroups.subtrees(cgroup_root, created) if cgroup_root else []
+    # Only the cluster's own folders: a parent `up` created (this process's cgroup path in a hierarchy
+    # that lacked it) may hold other clusters since.
+    trees = realcgroups.subtrees(cgroup_root) if cgroup_root else []
     # Every process of the cluster is in its cgroup subtree: the daemons, the shims, the pods' processes.
     deadline = time.monotonic() + 30
     while (pids := realcgroups.pids(trees)) and time.monotonic() < deadline:
@@ -219,6 +221,8 @@ def down(name: str, progress: Progress = print, keep_logs: bool = False) -> bool
             os.kill(holder, signal.SIGKILL)
     left_pids = realcgroups.pids(trees)
     left_cgroups = realcgroups.remove(trees) if not left_pids else [str(t) for t in trees]
+    if not left_cgroups:
+        realcgroups.prune(created, trees)
     # Every node's namespace, whatever the state says (a start that failed before saving it).
     for node in realconfig.nodes(name, realconfig.MAX_NODES):
         netns.delete(node.netns)
