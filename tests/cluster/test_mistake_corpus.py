@@ -8,10 +8,14 @@ error must name the key in the user's file. Two marks keep honest books of what 
 (only a live cluster, or the Hugging Face Hub, could see it) and `open` (validate could see it but does
 not yet: why). A marked entry must still be missed, so the day validate learns it the mark has to go.
 The run prints, per category, what every judge caught and what the offline layers alone caught.
+An entry about a model's own files may give `hub_config`: the keys of the config.json the Hub serves for its
+first model (as its source quotes them), put where validate's Hub look-up leaves what it read (a Hugging Face
+cache of the test's own), since the tests never ask the real Hub.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from pathlib import Path
@@ -19,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from harness.hub_stand_in import commit_of, own_hub_cache
 from kvtier import helmyaml, paths
 from kvtier.cluster.common.rest import Rest
 from kvtier.validate import pipeline
@@ -27,7 +32,7 @@ from kvtier.validate.layers import server
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "mistakes"
 ENTRIES = sorted(CORPUS.glob("*.yaml"))
-FIELDS = {"source", "what", "category", "base", "values", "expect", "needs", "open"}
+FIELDS = {"source", "what", "category", "base", "values", "expect", "needs", "open", "hub_config"}
 OPTIONS = dict(helm_majors=(3, 4), minors=("1.35",), namespace="corpus")
 tally: Counter[tuple[str, str]] = Counter()
 
@@ -61,10 +66,28 @@ def api_server(kube_cluster: Path) -> server.Judge:
     return server.local_judge(rest, str(OPTIONS["namespace"]), {}, "the test cluster")
 
 
+def stage_hub_config(data: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The entry's `hub_config` as the Hub's config.json of its first model, at its pinned revision (else
+    main), in a cache of the test's own: what validate reads after asking the Hub."""
+    config = data.get("hub_config")
+    if config is None:
+        return
+    assert isinstance(config, dict), "hub_config: the config.json keys the source quotes"
+    model = data["values"]["models"][0]
+    revision = str(model.get("source", {}).get("huggingface", {}).get("revision") or "main")
+    commit = revision if re.fullmatch(r"[0-9a-f]{40}", revision) else commit_of(config)
+    repo = own_hub_cache(tmp_path, monkeypatch) / ("models--" + str(model["model"]).replace("/", "--"))
+    (repo / "snapshots" / commit).mkdir(parents=True)
+    (repo / "snapshots" / commit / "config.json").write_text(json.dumps(config))
+    (repo / "refs").mkdir()
+    (repo / "refs" / revision).write_text(commit)
+
+
 def judge(
-    entry: Path, tmp_path: Path, api_server: server.Judge
+    entry: Path, tmp_path: Path, api_server: server.Judge, monkeypatch: pytest.MonkeyPatch
 ) -> tuple[dict[str, Any], pipeline.FileReport]:
     data = read(entry)
+    stage_hub_config(data, tmp_path, monkeypatch)
     overlay = tmp_path / f"{entry.stem}.yaml"
     overlay.write_text(helmyaml.dump(data["values"], sort_keys=False))
     options = pipeline.Options(**OPTIONS, values=(overlay,))
@@ -74,9 +97,9 @@ def judge(
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e.stem for e in ENTRIES])
 def test_validate_judges_the_mistake_as_its_consumer_does(
-    entry: Path, tmp_path: Path, api_server: server.Judge
+    entry: Path, tmp_path: Path, api_server: server.Judge, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    data, report = judge(entry, tmp_path, api_server)
+    data, report = judge(entry, tmp_path, api_server, monkeypatch)
     errors = [f for f in report.findings if f.severity == "error"]
     category = data["category"]
     if data["expect"] == "ok":
