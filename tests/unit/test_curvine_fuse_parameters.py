@@ -31,7 +31,10 @@ CSI_OWNED = {
 VALUES = {
     "bool": ["true", "false", "True", "yes", "1", "-true"],
     "u16": ["0", "1", "64", "192", "256", "+300", "65535", "65536", "-1", "1.5", "0x10", " 8", "8k"],
+    "u32": ["0", "7", "4294967295", "4294967296", "1e3"],
     "u64": ["0", "1", "8", "05", "+5", "18446744073709551615", "18446744073709551616", "-3", "2.0", "ten"],
+    "i32": ["1", "3", "2147483647", "2147483648", "-1"],
+    "i64": ["2", "0", "9223372036854775807", "9223372036854775808"],
     "duration": [
         "30s",
         "2m",
@@ -48,13 +51,27 @@ VALUES = {
         ".5d",
         "1day",
         "90second",
-        "2min",
     ],
+    "size": [
+        "64MB",
+        "128kb",
+        "1.5G",
+        "64",
+        "0",
+        " 4 MB",
+        "1e3K",
+        "64XB",
+        "MB",
+        "64MiB",
+        "5EB",
+        "18446744073709551616",
+    ],
+    "storage-type": ["disk", "MEM", "Ssd", "spdk_disk", "nvme", "ram"],
+    "ttl-action": ["none", "DELETE", "Free", "evict"],
+    "octal": ["022", "0o22", "0O7", " 002 ", "+17", "8", "0o", "0x12", "77777777777"],
     "text": ["allow_other", "x", "-", "-x"],
     "switch": ["true"],
 }
-# client.* values that their generated parsers take (the rule judges only client.* names).
-CLIENT_OK = {"client.block-size": "64MB", "client.replicas": "1", "client.short-circuit": "true"}
 MISSPELT = [
     "entry-timeout",
     "node-cache-size",
@@ -110,12 +127,14 @@ def _generated(rng: random.Random) -> dict[str, str]:
         if roll < 0.1:
             key = rng.choice(MISSPELT)
             params[key] = "1"
-        elif roll < 0.2:
-            key = rng.choice(sorted(CLIENT_OK))
-            params[key] = CLIENT_OK[key]
         else:
-            key = rng.choice(sorted(set(curvine_fuse.MOUNT_FLAGS) - CSI_OWNED))
-            pool = VALUES[curvine_fuse.MOUNT_FLAGS[key]]
+            flags = {**curvine_fuse.MOUNT_FLAGS, **curvine_fuse.CLIENT_FLAGS}
+            key = rng.choice(
+                sorted(set(curvine_fuse.MOUNT_FLAGS) - CSI_OWNED)
+                if roll < 0.55
+                else sorted(curvine_fuse.CLIENT_FLAGS)
+            )
+            pool = VALUES[flags[key]]
             # valid values more often, so that the init checks across flags are reached
             params[key] = rng.choice(pool[:4] if rng.random() < 0.6 else pool)
     return params
@@ -146,7 +165,7 @@ def test_the_model_agrees_with_curvine_fuse_validate_config(tmp_path: Path) -> N
     conf.write_text(f'[fuse]\nweb_port = 9002\nuid = 1000\ngid = 1000\nstate_dir = "{tmp_path / "state"}"\n')
     rng = random.Random(64)
     disagree, refused, total = [], 0, 0
-    for _ in range(400):
+    for _ in range(600):
         params = _generated(rng)
         if set(params) & curvine_fuse.PRINT_AND_EXIT:
             continue
@@ -172,6 +191,9 @@ def test_the_model_agrees_with_curvine_fuse_validate_config(tmp_path: Path) -> N
         ({"web-port": "70000"}, "web-port"),
         ({"direct-io": "true", "write-back-cache": "true"}, "write-back-cache"),
         ({"help": "true"}, "help"),
+        ({"client.block-size": "64MiB"}, "client.block-size"),
+        ({"client.storage-type": "nvme"}, "client.storage-type"),
+        ({"client.umask": "0x12"}, "client.umask"),
     ],
 )
 def test_refused(params: dict[str, str], key: str) -> None:
@@ -187,6 +209,7 @@ def test_refused(params: dict[str, str], key: str) -> None:
         {"mnt-per-task": "4", "io-threads": "+8"},
         {"meta-cache-ttl": "1.5H", "node-cache-timeout": "500"},
         {"client.block-size": "64MB", "direct-io": "true"},
+        {"client.umask": "0o022", "client.storage-type": "ssd", "client.ttl-ms": "7d"},
         {"io-threads": ""},  # curvine-csi forwards no empty value
     ],
 )

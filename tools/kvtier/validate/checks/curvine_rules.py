@@ -354,16 +354,16 @@ def data_dirs_fit_instance_store(ctx: ValuesContext) -> Iterator[Hit]:
     "`--<key> <value>` and runs `curvine-fuse validate-config` with them when it provisions a volume and "
     "before each mount: a flag curvine-fuse does not have, a value its parser or FuseConf::init refuses, and "
     "no L2 claim of the class is ever provisioned (the claim stays Pending) or mounted",
-    remedy="use only flags `curvine-fuse list-config-flags` lists, with values it takes (true/false for "
-    "switches of state, whole numbers for sizes and counts, durations such as 30s or 2m; "
-    "congestion-threshold at most max-background, default 192 of 256)",
+    remedy="use only flags `curvine-fuse list-config-flags` lists, with values it takes (true or false, "
+    "whole numbers for counts, sizes such as 64MB, durations such as 30s; congestion-threshold at most "
+    "max-background, default 192 of 256; not direct-io with write-back-cache)",
 )
 def fuse_parameters(ctx: ValuesContext) -> Iterator[Hit]:
-    """kvtier.upstream.curvine_fuse models curvine-fuse v0.4.1's argument parser and FuseConf::init from its
-    source (curvine-csi/pkg/csi/fuse_cli.go, controller.go CreateVolume; curvine-fuse/src/cli/mount_args.rs;
-    crates/common/curvine-config/src/fuse_conf.rs), held to the real binary by
-    tests/unit/test_curvine_fuse_parameters.py. The chart renders the StorageClass only with
-    curvine.storageClass.enabled (charts/curvine templates/storage-storageclass.yaml)."""
+    """kvtier.upstream.curvine_fuse models curvine-fuse v0.4.1's argument parser, FuseConf::init and
+    ClientConf::init from its source (curvine-csi/pkg/csi/fuse_cli.go, controller.go CreateVolume;
+    curvine-fuse/src/cli/mount_args.rs; crates/common/curvine-config/src/fuse_conf.rs, client_conf.rs),
+    held to the real binary by tests/unit/test_curvine_fuse_parameters.py. The chart renders the
+    StorageClass only with curvine.storageClass.enabled (charts/curvine storage-storageclass.yaml)."""
     if not _curvine_on(ctx.values) or not lookup(
         ctx.values, "curvine", "storageClass", "enabled", default=True
     ):
