@@ -72,11 +72,6 @@ def test_what_the_api_server_admits_passes(resources: dict[str, Any]) -> None:
             "requests[nvidia.com/gpu]",
             "must equal the limit 2",
         ),
-        (
-            {"requests": {"aws.amazon.com/neuron": 4}, "limits": {"aws.amazon.com/neuron": 2}},
-            "requests[aws.amazon.com/neuron]",
-            "must equal the limit 2",
-        ),
         ({"limits": {"nvidia.com/gpu": "0.5"}}, "limits[nvidia.com/gpu]", "whole number"),
         ({"limits": {"vpc.amazonaws.com/efa": "1.0001"}}, "limits[vpc.amazonaws.com/efa]", "whole number"),
         ({"limits": {"gpu": 1}}, "limits[gpu]", "not a container resource"),
@@ -92,7 +87,7 @@ def test_what_the_api_server_admits_passes(resources: dict[str, Any]) -> None:
         ({"limits": {"hugepages-2Mi": "3Mi", "memory": "1Gi"}}, "limits[hugepages-2Mi]", "2Mi pages"),
         ({"limits": {"hugepages-big": "2Mi", "cpu": "1"}}, "limits[hugepages-big]", "page size"),
         (
-            {"limits": {"hugepages-2Mi": "2Mi", "memory": "1Gi"}, "requests": {"hugepages-2Mi": "4Mi"}},
+            {"limits": {"hugepages-2Mi": "4Mi", "memory": "1Gi"}, "requests": {"hugepages-2Mi": "2Mi"}},
             "requests[hugepages-2Mi]",
             "must equal the limit",
         ),
@@ -112,10 +107,19 @@ def test_what_the_api_server_refuses_is_an_error_at_its_field(
         assert any(f.path == want for f in findings), [f.path for f in findings]
 
 
-def test_a_request_above_an_overcommittable_limit_is_left_to_requests_within_limits() -> None:
-    resources = {"requests": {"cpu": "4"}, "limits": {"cpu": "2"}}
+@pytest.mark.parametrize(
+    "resources",
+    [
+        {"requests": {"cpu": "4"}, "limits": {"cpu": "2"}},
+        {"requests": {"memory": "2Gi"}, "limits": {"memory": "1Gi"}},
+        {"requests": {"aws.amazon.com/neuron": 4}, "limits": {"aws.amazon.com/neuron": 2}},
+        {"requests": {"hugepages-2Mi": "4Mi", "cpu": "1"}, "limits": {"hugepages-2Mi": "2Mi"}},
+    ],
+)
+def test_a_request_above_its_limit_is_left_to_requests_within_limits(resources: dict[str, Any]) -> None:
     assert [kind for _, _, kind in judge(resources)] == [OVER_LIMIT]
     assert _run(_deployment(resources)) == []
+    assert catalogue.all_rules()["requests-within-limits"].scope == "values"
 
 
 def test_the_hyperpod_worker_is_judged_as_the_deployment_the_operator_makes() -> None:

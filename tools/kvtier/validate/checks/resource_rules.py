@@ -27,8 +27,8 @@ CONTAINER_STANDARD = ("cpu", "memory", "ephemeral-storage")
 _LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _SUBDOMAIN = re.compile(rf"{_LABEL}(\.{_LABEL})*")
 _NAME_PART = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
-# The refusal `requests-within-limits` already reports from the values (a request above an overcommittable
-# limit): `judge` tags it so that the rule does not report it twice.
+# The refusal `requests-within-limits` already reports from the values (a request above its limit):
+# `judge` tags it so that the rule does not report it twice.
 OVER_LIMIT = "over-limit"
 
 
@@ -130,14 +130,16 @@ def _against_limit(
     cap = quantity.try_parse(limits[name])
     if cap is None or value == cap:
         return None
+    # Above the limit, requests-within-limits reports it from the values: tagged, not reported twice.
+    above = OVER_LIMIT if value > cap else ""
     if not overcommittable(name):
-        return f"request {written} must equal the limit {limits[name]}: {name} cannot be overcommitted", ""
-    return (f"request {written} is above the limit {limits[name]}", OVER_LIMIT) if value > cap else None
+        return f"request {written} must equal the limit {limits[name]}: {name} cannot be overcommitted", above
+    return (f"request {written} is above the limit {limits[name]}", OVER_LIMIT) if above else None
 
 
 def judge(resources: Any) -> list[tuple[str, str, str]]:
     """(field under resources, why, kind) for each refusal of the API server of one container's resources;
-    kind is OVER_LIMIT for a request above the limit of an overcommittable resource, else ''. A quantity
+    kind is OVER_LIMIT for a request above its limit, else ''. A quantity
     that does not parse is left to the schema and the API server's decoder."""
     if not isinstance(resources, dict):
         return []
