@@ -26,7 +26,7 @@ from kvtier.validate.inputs.origins import Origins
 from kvtier.validate.rules import ValuesContext
 
 PROBE = Path(engine_probes.__file__).with_name("model_code_probe.py")
-DUMP = Path(rig.__file__).with_name("vllm_model_types_dump.py")
+DUMP = Path(rig.__file__).with_name("vllm_model_support_dump.py")
 GOOD = loader.load(Path(__file__).parents[1] / "fixtures" / "values" / "good-minimal.yaml").data
 NAME = "example-org/generated"
 DIMS = {"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64, "vocab_size": 128}

@@ -612,6 +612,7 @@ CASES_ELSEWHERE = {
     "vllm-scheduler-budget": Path(__file__).with_name("test_rules_scheduler.py"),
     "l2-read-slower-than-recompute": Path(__file__).with_name("test_l2_read_speed.py"),
     "model-code-trusted": Path(__file__).with_name("test_rules_model_code.py"),
+    "vllm-loader-known": Path(__file__).with_name("test_rules_model_format.py"),
 }
 
 

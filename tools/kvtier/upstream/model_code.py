@@ -16,9 +16,10 @@ In order, as vLLM runs them:
 trust_remote_code given where local code exists changes nothing for a type vLLM registers; for a type of
 transformers' own it makes AutoConfig run the repository's code instead: never a refusal at this step.
 
-The facts (which types each knows) are vllm_model_types.json beside this module, dumped from the
-engine venv by engine_rig/vllm_model_types_dump.py; tests/engine/test_model_code_vs_vllm.py holds this
-module to vLLM's own get_config on generated configs.
+The facts (which types each knows, and which load formats and tokenizer modes vLLM has) are
+vllm_model_support.json beside this module, dumped from the engine venv by
+engine_rig/vllm_model_support_dump.py; tests/engine/test_model_code_vs_vllm.py holds this module to vLLM's
+own get_config on generated configs.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-TABLE = Path(__file__).with_name("vllm_model_types.json")
+TABLE = Path(__file__).with_name("vllm_model_support.json")
 
 # What happens at the config step: read with no repository code (local), read by running the repository's
 # code (remote: --trust-remote-code given), or refused for want of --trust-remote-code (needs-trust), for a
@@ -46,6 +47,8 @@ class Table:
     vllm_registry: frozenset[str]
     architecture_types: Mapping[str, str]
     speculative: frozenset[str]
+    load_formats: frozenset[str]  # --load-format names with a loader (get_model_loader)
+    tokenizer_modes: frozenset[str]  # --tokenizer-mode names with a tokenizer class ("auto" resolves to one)
 
 
 @lru_cache(maxsize=1)
@@ -58,6 +61,8 @@ def table() -> Table:
         frozenset(data["vllm_config_registry"]),
         dict(data["architecture_to_model_type"]),
         frozenset(data["speculative_model_types"]),
+        frozenset(data["load_formats"]),
+        frozenset(data["tokenizer_modes"]),
     )
 
 

@@ -24,6 +24,7 @@ from kvtier.validate.checks import (  # noqa: F401
     l2_read_rules,
     metadata_rules,
     model_code_rules,
+    model_format_rules,
     model_source_rules,
     network_rules,
     podsecurity,
