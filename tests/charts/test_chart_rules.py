@@ -254,6 +254,12 @@ CASES: dict[str, tuple[Path, dict[str, Any], str, str]] = {
         "curvine.master.replicas",
         "4:",
     ),
+    "curvine-read-chunk-cap": (
+        STANDALONE,
+        {"curvine": {"config": {"read": {"chunkSize": "4MB", "chunkNum": 8}}}},
+        "curvine.config.read",
+        "chunkSize 4MB x chunkNum 8 is 33554432 bytes",
+    ),
     "networkpolicy-node-cidrs": (
         STANDALONE,
         {"curvine": {"worker": {"hostNetwork": True}, "networkPolicy": {"enabled": True, "nodeCIDRs": []}}},

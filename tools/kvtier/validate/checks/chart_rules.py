@@ -202,6 +202,13 @@ declare(
     "not have and fills the disk",
     remedy="give each worker.dataDirs entry its own path",
 )
+declare(
+    "curvine-read-chunk-cap",
+    reason="Curvine v0.4.1 workers refuse a read whose chunk is above 16 MiB or, with prefetch on "
+    "(chunkNum > 1), whose chunk size x chunk count is (curvine-worker read_handler.rs MAX_READ_AHEAD): "
+    "every cross-node read would fail",
+    remedy="keep curvine.config.read.chunkSize x chunkNum at 16MB or less (the chart's default: 1MB x 8)",
+)
 
 
 @dataclass(frozen=True)
