@@ -11,6 +11,7 @@ import pytest
 from curvine_scenarios import names, values_files
 from render import NAMESPACE, find, helm_bin, render_docs
 
+from kvtier.plan import readspeed
 from kvtier.upstream import curvine_config
 
 
@@ -91,3 +92,9 @@ def test_config_change_rolls_masters_and_workers(need) -> None:
     old, new = checksums(before), checksums(after)
     assert set(old) == {"rel-curvine-master", "rel-curvine-worker"}
     assert all(old[name] != new[name] for name in old)
+
+
+def test_the_read_settings_plan_assumes_for_unset_values_are_the_ones_the_chart_renders(need) -> None:
+    """kvtier plan and l2-read-slower-than-recompute pick the measured entry by these (plan.readspeed)."""
+    _, config = rendered(need)
+    assert readspeed.chart_defaults() == {key: str(config["client"][key]) for key in readspeed.VALUES_KEYS}

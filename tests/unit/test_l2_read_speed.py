@@ -37,11 +37,11 @@ def _qwen_chunk_file_bytes() -> int:
     return 256 * per_token + 28 + 24
 
 
-def _entry(name: str = "defaults-128k", gib_s: Any = 0.3, **settings: str) -> facts.CurvineRead:
+def _entry(name: str = "chart-defaults", gib_s: Any = 0.3, **settings: str) -> facts.CurvineRead:
     low, high = gib_s if isinstance(gib_s, tuple) else (gib_s, gib_s)
     return facts.CurvineRead(
         name,
-        {**readspeed.CURVINE_DEFAULTS, **settings},
+        {**readspeed.chart_defaults(), **settings},
         (low, high),
         None,
         (1.1, 1.4),
@@ -81,9 +81,9 @@ def test_every_shipped_entry_loads_with_its_source() -> None:
         assert ("preliminary" in e.source) == e.preliminary
 
 
-def test_the_shipped_file_measures_curvines_defaults() -> None:
+def test_the_shipped_file_measures_the_charts_defaults() -> None:
     found = readspeed.measured_read(None)
-    assert found.exact and found.settings == readspeed.CURVINE_DEFAULTS
+    assert found.exact and found.settings == readspeed.chart_defaults()
 
 
 SETTING = "read_chunk_size: 1MB, read_chunk_num: 8, read_parallel: 1"
@@ -119,12 +119,12 @@ def test_a_malformed_file_names_what_it_lacks(
 
 
 def test_the_values_read_settings_choose_the_entry(monkeypatch: pytest.MonkeyPatch) -> None:
-    _measured(monkeypatch, _entry(gib_s=(0.2, 0.3)), _entry("chunk-1m", (0.4, 0.5), read_chunk_size="1MB"))
+    _measured(monkeypatch, _entry(gib_s=(0.2, 0.3)), _entry("chunk-2m", (0.4, 0.5), read_chunk_size="2MB"))
     values = copy.deepcopy(GOOD)
-    assert readspeed.measured_read(values).entry.name == "defaults-128k"
-    values["curvine"]["config"] = {"read": {"chunkSize": "1024KB"}}  # the same size, spelt otherwise
+    assert readspeed.measured_read(values).entry.name == "chart-defaults"
+    values["curvine"]["config"] = {"read": {"chunkSize": "2048KB"}}  # the same size, spelt otherwise
     found = readspeed.measured_read(values)
-    assert found.entry.name == "chunk-1m" and found.exact and found.gib_s == 0.5  # the fastest run
+    assert found.entry.name == "chunk-2m" and found.exact and found.gib_s == 0.5  # the fastest run
 
 
 def test_an_unmeasured_setting_falls_back_to_the_defaults_and_says_so(
@@ -134,12 +134,12 @@ def test_an_unmeasured_setting_falls_back_to_the_defaults_and_says_so(
     values = copy.deepcopy(GOOD)
     values["curvine"]["config"] = {"read": {"parallel": 4}}
     found = readspeed.measured_read(values)
-    assert found.entry.name == "defaults-128k" and not found.exact
+    assert found.entry.name == "chart-defaults" and not found.exact
     assert "no entry measured" in found.describe() and "read_parallel 4" in found.describe()
 
 
 def test_without_an_entry_for_the_defaults_the_file_is_at_fault(monkeypatch: pytest.MonkeyPatch) -> None:
-    _measured(monkeypatch, _entry("chunk-1m", read_chunk_size="1MB"))
+    _measured(monkeypatch, _entry("chunk-2m", read_chunk_size="2MB"))
     with pytest.raises(facts.FactsError, match="defaults"):
         readspeed.measured_read(None)
 

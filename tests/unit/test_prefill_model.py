@@ -14,7 +14,7 @@ import yaml
 
 from kvtier import facts
 from kvtier.cli import main
-from kvtier.plan import capacity, prefill
+from kvtier.plan import capacity, prefill, readspeed
 from kvtier.plan.facts import GIB, REFERENCE
 from kvtier.validate import catalogue
 from kvtier.validate.inputs import loader
@@ -169,8 +169,8 @@ def _run(values: dict[str, Any]) -> list[Any]:
 
 def _read_at(monkeypatch: pytest.MonkeyPatch, gib_s: float) -> None:
     entry = facts.CurvineRead(
-        "defaults-128k",
-        {"read_chunk_size": "128KB", "read_chunk_num": "8", "read_parallel": "1"},
+        "chart-defaults",
+        readspeed.chart_defaults(),
         (gib_s, gib_s),
         None,
         None,

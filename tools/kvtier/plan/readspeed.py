@@ -3,7 +3,9 @@
 Curvine's cross-node read speed depends on its client read settings (charts/curvine `config.read`:
 chunkSize, chunkNum, parallel, rendered into curvine-cluster.toml's [client]). kvtier.facts.curvine_reads
 holds one measured entry per setting (tools/kvtier/facts/curvine_read.yaml); the entry whose settings equal
-the environment's applies, else the entry of Curvine's defaults, and the figure says which.
+the environment's applies, else the entry of the chart's defaults, and the figure says which. A setting the
+values leave out is the chart's default (its values.yaml), which is what curvine-cluster.toml then holds: the
+chart renders every one of these keys, so Curvine's own defaults never apply.
 
 The figure used is the fastest run of the entry: the runs shared a 2-core VM with other work, so a slower
 run carries its neighbours' load; and a warning built on it (l2-read-slower-than-recompute) fires only where
@@ -13,16 +15,17 @@ even the best measured read loses. docs/performance.md, "The L2 read speed the p
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
-from kvtier import facts
+import yaml
+
+from kvtier import facts, paths
 from kvtier.plan.facts import REFERENCE
 from kvtier.upstream import curvine_config
 from kvtier.values import lookup
 
-# Curvine v0.4.1's ClientConf defaults (crates/common/curvine-config/src/client_conf.rs; issue 63), which
-# apply where the values set nothing.
-CURVINE_DEFAULTS = {"read_chunk_size": "128KB", "read_chunk_num": "8", "read_parallel": "1"}
+CHART_VALUES = paths.CHARTS / "curvine" / "values.yaml"
 # Where the values set each one (charts/curvine values.yaml, under curvine. in the umbrella's values).
 VALUES_KEYS = {
     "read_chunk_size": ("curvine", "config", "read", "chunkSize"),
@@ -46,9 +49,16 @@ def _same(key: str, a: str, b: str) -> bool:
     return a.strip() == b.strip()
 
 
+@cache
+def chart_defaults() -> dict[str, str]:
+    """The read settings charts/curvine renders where the values set none (its values.yaml)."""
+    chart = yaml.safe_load(CHART_VALUES.read_text())
+    return {key: str(lookup(chart, *path[1:])) for key, path in VALUES_KEYS.items()}
+
+
 def settings_of(values: dict[str, Any] | None) -> dict[str, str]:
-    """The environment's Curvine client read settings; Curvine's defaults for those it does not set."""
-    out = dict(CURVINE_DEFAULTS)
+    """The environment's Curvine client read settings; the chart's defaults for those it does not set."""
+    out = dict(chart_defaults())  # a copy: the cached dict stays the chart's
     for key, path in VALUES_KEYS.items():
         value = lookup(values or {}, *path)
         if value not in (None, ""):
@@ -71,12 +81,12 @@ class MeasuredRead:
         low, high = self.entry.cross_node_gib_s
         runs = f"fastest of {low:g}-{high:g} GiB/s" if low != high else f"{high:g} GiB/s"
         setting = ", ".join(f"{k} {v}" for k, v in self.settings.items())
-        unmeasured = "" if self.exact else f" (no entry measured {setting}: the figure of Curvine's defaults)"
+        unmeasured = "" if self.exact else f" (no entry measured {setting}: the chart defaults' figure)"
         return f"Curvine v0.4.1 cross-node read, measured ({runs}; {self.entry.source}){unmeasured}; {CAVEAT}"
 
 
 def measured_read(values: dict[str, Any] | None = None) -> MeasuredRead:
-    """The measured entry for the environment's read settings (none given: Curvine's defaults)."""
+    """The measured entry for the environment's read settings (none given: the chart's defaults)."""
     wanted = settings_of(values)
     entries = facts.curvine_reads()
 
@@ -89,9 +99,9 @@ def measured_read(values: dict[str, Any] | None = None) -> MeasuredRead:
     found = matching(wanted)
     if found is not None:
         return MeasuredRead(found, wanted, True)
-    defaults = matching(CURVINE_DEFAULTS)
+    defaults = matching(chart_defaults())
     if defaults is None:
         raise facts.FactsError(
-            f"{facts.CURVINE_READ}: no entry measured Curvine's defaults {CURVINE_DEFAULTS}"
+            f"{facts.CURVINE_READ}: no entry measured the defaults of {CHART_VALUES} {chart_defaults()}"
         )
     return MeasuredRead(defaults, wanted, False)
