@@ -8,7 +8,10 @@ differential tests.
   created for real (Helm creates them before the pods that use them).
 - vLLM: each rendered engine's `vllm serve` argv (a container's, or a HyperPod endpoint worker's) goes
   through the pinned vLLM's parser and the config checks the serve path runs before it reads the model
-  (engine_rig/vllm_args_probe.py, one process in the engine venv for every argv).
+  (engine_rig/vllm_args_probe.py), then its scheduler settings through vLLM's SchedulerConfig with the batch
+  defaults vLLM fills in for the engine's device (harness/engine/serve_judge_probe.py: one process in the
+  engine venv for every argv). The device is the GPU of the instance type the pod is pinned to (every GPU
+  of the instance table where it is pinned to none), or the CPU for an engine that asks for no GPU.
 """
 
 from __future__ import annotations
@@ -26,14 +29,25 @@ import yaml
 from kubernetes import client, dynamic
 from kubernetes.dynamic.exceptions import ApiException, ResourceNotFoundError
 
-from kvtier import paths
+from harness import engine as engine_probes
+from kvtier import facts, paths
 from kvtier.engine_rig import rig
 
 CHART = paths.CHARTS / "kv-tiered-inference"
 RELEASE = "kvtier"
 KUBE_VERSION = "1.35.0"
 MANAGER = "kvtier-oracle"
-PROBE = Path(rig.__file__).with_name("vllm_args_probe.py")
+PROBE = Path(engine_probes.__file__).with_name("serve_judge_probe.py")
+INSTANCE_LABEL = "node.kubernetes.io/instance-type"
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+@dataclass(frozen=True)
+class Engine:
+    image: str
+    argv: list[str]  # after `vllm`
+    workload: str  # the Deployment's (or endpoint's) name
+    devices: list[dict[str, Any]]  # what the scheduler judge runs it on (harness/engine/serve_judge_probe.py)
 
 
 @dataclass
@@ -42,7 +56,8 @@ class Verdict:
 
     refusals: list[tuple[str, str, str]] = field(default_factory=list)
     manifests: list[dict[str, Any]] = field(default_factory=list)
-    engine_argvs: list[list[str]] = field(default_factory=list)  # of engines on the pinned vLLM
+    engines: list[Engine] = field(default_factory=list)  # those on the pinned vLLM
+    engine_extras: list[dict[str, Any]] = field(default_factory=list)  # serve_judge_probe's, per engine
 
     @property
     def refused(self) -> bool:
@@ -140,33 +155,57 @@ class ApiServer:
         return refusals
 
 
-def engine_argvs(manifests: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
-    """(image, the argv after `vllm`) of every rendered engine: a container whose command is vLLM's CLI,
-    and a HyperPod endpoint's worker, whose image's entrypoint is `vllm serve` and whose args the operator
+def _gpu_devices(instance: Any) -> list[dict[str, Any]]:
+    """The GPU an instance type has, or every GPU of the instance table where the type is not known."""
+    gpus = facts.gpus()
+    found = facts.instance_type(instance) if instance else None
+    names = [found.gpu] if found else sorted({t.gpu for t in facts.instance_types().values()})
+    return [{"gpu": {"memory_gib": gpus[n].memory_gib, "name": n}} for n in names]
+
+
+def _pod_devices(pod: dict[str, Any], container: dict[str, Any]) -> list[dict[str, Any]]:
+    resources = container.get("resources") or {}
+    asks = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
+    if GPU_RESOURCE not in asks:
+        return [{"cpu": True}]
+    return _gpu_devices((pod.get("nodeSelector") or {}).get(INSTANCE_LABEL))
+
+
+def engines(manifests: list[dict[str, Any]]) -> list[Engine]:
+    """Every rendered engine: a container whose command is vLLM's CLI (the argv after `vllm`), and a
+    HyperPod endpoint's worker, whose image's entrypoint is `vllm serve` and whose args the operator
     passes to it (the model path first)."""
     found = []
     for m in manifests:
         spec = m.get("spec") or {}
+        name = str((m.get("metadata") or {}).get("name"))
         if m.get("kind") == "InferenceEndpointConfig" and isinstance(spec.get("worker"), dict):
             worker = spec["worker"]
-            found.append((str(worker.get("image")), ["serve", *(str(a) for a in worker.get("args") or [])]))
+            argv = ["serve", *(str(a) for a in worker.get("args") or [])]
+            found.append(Engine(str(worker.get("image")), argv, name, _gpu_devices(spec.get("instanceType"))))
             continue
         pod = (spec.get("template") or {}).get("spec") or {}
         for c in pod.get("containers") or []:
             if c.get("command") == ["vllm"]:
-                found.append((str(c.get("image")), [str(a) for a in c.get("args") or []]))
+                argv = [str(a) for a in c.get("args") or []]
+                found.append(Engine(str(c.get("image")), argv, name, _pod_devices(pod, c)))
     return found
 
 
-def vllm_verdicts(argvs: list[list[str]]) -> list[dict[str, Any]]:
-    """The probe's verdict on each argv, in one process of the engine venv's vLLM."""
+def vllm_verdicts(
+    argvs: list[list[str]], devices: list[list[dict[str, Any]]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(the argv probe's verdict on each argv, serve_judge_probe's extras for each), in one process of the
+    engine venv's vLLM."""
     with tempfile.TemporaryDirectory(prefix="kvtier-oracle-") as folder:
         cases = Path(folder) / "cases.json"
-        cases.write_text(json.dumps(argvs))
+        cases.write_text(json.dumps({"argvs": argvs, "devices": devices}))
         run = subprocess.run(
             [str(rig.engine_python()), str(PROBE), str(cases)], capture_output=True, text=True, timeout=1200
         )
-    verdicts = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
-    if run.returncode != 0 or len(verdicts) != len(argvs):
+    lines = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+    verdicts = [line for line in lines if "ok" in line]
+    extras = [line["extras"] for line in lines if "extras" in line]
+    if run.returncode != 0 or len(verdicts) != len(argvs) or len(extras) != len(argvs):
         raise RuntimeError(f"the vLLM probe failed (exit {run.returncode}): {run.stderr[-2000:]}")
-    return verdicts
+    return verdicts, extras
