@@ -3,6 +3,7 @@ dirs, every master's own hostname in journal_addrs, explicit web ports, and pods
 
 from __future__ import annotations
 
+import json
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -98,3 +99,21 @@ def test_the_read_settings_plan_assumes_for_unset_values_are_the_ones_the_chart_
     """kvtier plan and l2-read-slower-than-recompute pick the measured entry by these (plan.readspeed)."""
     _, config = rendered(need)
     assert readspeed.chart_defaults() == {key: str(config["client"][key]) for key in readspeed.VALUES_KEYS}
+
+
+@pytest.mark.parametrize("odd", ["\u0085", "\u2028", "\u2029"])
+def test_a_data_dir_path_reaches_the_mounts_and_the_config_as_written(need, tmp_path: Path, odd: str) -> None:
+    """The schema allows a path with a character YAML reads as a line break (Go's \\s is ASCII only): it
+    must stay one string in every DaemonSet that mounts it and in curvine-cluster.toml."""
+    path = f"/mnt/nvme{odd}0"
+    values = tmp_path / "values.yaml"
+    values.write_text(json.dumps({"worker": {"dataDirs": [{"path": path, "type": "SSD"}]}}))
+    docs, config = rendered(need, values=[values])
+    assert config["worker"]["data_dir"] == [f"[SSD]{path}"]
+    daemonsets = find(docs, "DaemonSet")
+    assert len(daemonsets) == 2  # the workers and the CSI node plugins
+    for daemonset in daemonsets:
+        spec = daemonset["spec"]["template"]["spec"]
+        host_paths = [v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v]
+        mounts = [m["mountPath"] for c in spec["containers"] for m in c.get("volumeMounts", [])]
+        assert path in host_paths and path in mounts, daemonset["metadata"]["name"]

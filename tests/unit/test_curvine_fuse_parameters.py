@@ -15,6 +15,7 @@ from kvtier import paths
 from kvtier.cluster.realnode import curvine_binaries
 from kvtier.upstream import curvine_fuse
 from kvtier.validate.checks import curvine_rules
+from kvtier.validate.layers import schema_pattern
 from kvtier.validate.rules import ValuesContext
 
 # Keys curvine-csi owns or refuses (fuse_cli.go) and the schema forbids: never forwarded as written.
@@ -232,3 +233,21 @@ def test_rule_quiet_without_the_class_or_curvine() -> None:
     assert not list(curvine_rules.fuse_parameters(_ctx({"bogus": "1"}, storageClass={"enabled": False})))
     assert not list(curvine_rules.fuse_parameters(_ctx({"bogus": "1"}, enabled=False)))
     assert not list(curvine_rules.fuse_parameters(_ctx({"io-threads": 8})))  # the schema's: not a string
+
+
+def _schema_key_pattern() -> re.Pattern[str]:
+    """The key pattern the chart's schema gives storageClass.fuseParameters, with Helm's Go semantics."""
+    schema = json.loads((paths.CHARTS / "curvine" / "values.schema.json").read_text())
+    names = schema["properties"]["storageClass"]["properties"]["fuseParameters"]["propertyNames"]
+    return schema_pattern.compile_as_go(names["pattern"])
+
+
+def test_the_schema_lets_every_flag_curvine_fuse_has_through() -> None:
+    """The chart's schema must not refuse what the binary takes (the client.* overrides included), so the
+    rule, not the schema, judges the value."""
+    pattern = _schema_key_pattern()
+    refused = sorted(f for f in curvine_fuse.known_flags() if not pattern.search(f))
+    assert not refused, f"the schema refuses flags curvine-fuse has: {refused}"
+    assert any(f.startswith("client.") for f in curvine_fuse.known_flags())
+    for bad in ("Client.umask", "client.", "client..umask", "--umask", "a.b"):
+        assert not pattern.search(bad), bad
