@@ -208,17 +208,15 @@ def down(name: str, progress: Progress = print, keep_logs: bool = False) -> bool
     # Only the cluster's own folders: a parent `up` created (this process's cgroup path in a hierarchy
     # that lacked it) may hold other clusters since.
     trees = realcgroups.subtrees(cgroup_root) if cgroup_root else []
-    # Every process of the cluster is in its cgroup subtree: the daemons, the shims, the pods' processes.
+    # Every process of the cluster is in its cgroup subtree: the holders, the daemons, the shims, the pods'
+    # processes. Never a kill by a recorded PID: IDs wrap within minutes here, and a holder that died may
+    # have left its ID to another session's process.
     deadline = time.monotonic() + 30
     while (pids := realcgroups.pids(trees)) and time.monotonic() < deadline:
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         time.sleep(0.2)
-    holders = state.get("holders")
-    for holder in [*(holders.values() if isinstance(holders, dict) else []), state.get("holder")]:
-        if isinstance(holder, int) and realstart.running(holder):
-            os.kill(holder, signal.SIGKILL)
     left_pids = realcgroups.pids(trees)
     left_cgroups = realcgroups.remove(trees) if not left_pids else [str(t) for t in trees]
     if not left_cgroups:
