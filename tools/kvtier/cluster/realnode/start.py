@@ -62,9 +62,11 @@ class Starter:
         mounts = "; ".join(f"mount -t tmpfs -o mode=0755 kvtier {path}" for path in PRIVATE_TMPFS)
         # The daemons see a resolver-less resolv.conf: no lookup is even tried outside the namespace.
         resolv = f"mount --bind {self.home.root / 'resolv.conf'} /etc/resolv.conf"
-        # This node's folders at the paths every node shares (realconfig.KUBELET_DIR, NODE_LOCAL_DIR).
+        # This node's folders at the paths every node shares (realconfig.KUBELET_DIR, NODE_LOCAL_DIR), each
+        # a shared mount: containerd refuses a Bidirectional volume (a CSI node plugin's kubelet dir) under
+        # a mount that is not, and looks at this bind, not the kubelet's own shared bind on top of it.
         binds = "; ".join(
-            f"mkdir -p {inside}; mount --bind {outside} {inside}"
+            f"mkdir -p {inside}; mount --bind {outside} {inside}; mount --make-shared {inside}"
             for outside, inside in (
                 (self.home.kubelet, realconfig.KUBELET_DIR),
                 (self.home.root / "local", realconfig.NODE_LOCAL_DIR),
