@@ -37,10 +37,11 @@ SESSION_PREFIX = "node-test-"
 
 
 def _remove_abandoned() -> None:
-    """Take down clusters of test sessions that died without their teardown (killed, crashed)."""
+    """Take down clusters of test sessions that died without their teardown (killed, crashed): each named
+    `node-test-<pid>`, or `node-test-<pid>-<suffix>` for a module's own cluster."""
     root = realnode.clusters_dir()
     for folder in sorted(root.glob(f"{SESSION_PREFIX}*")) if root.is_dir() else []:
-        pid = folder.name.removeprefix(SESSION_PREFIX)
+        pid = folder.name.removeprefix(SESSION_PREFIX).split("-")[0]
         if pid.isdigit() and not Path(f"/proc/{pid}").exists():
             realnode.down(folder.name, progress=lambda m: print(f"[real-node] {m}"))
 

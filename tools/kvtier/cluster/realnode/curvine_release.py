@@ -23,6 +23,9 @@ curvine-fuse sizes its splice pipes just over 1 MiB with F_SETPIPE_SZ, above the
 `fs.pipe-max-size`, which needs CAP_SYS_RESOURCE; this machine's kernel withholds it even from privileged
 containers, and every FUSE read then fails with EIO. `raised_pipe_max_size` lifts the limit for the install's
 lifetime and puts the old value back (a cluster with the capability needs nothing: docs/cluster.md).
+
+On a cluster of two nodes, `install(spread=True)` lays the release out as production does instead: three
+masters, a worker per node, the chart's claim and its cross-node test (realnode.curvine_nodes says how).
 """
 
 from __future__ import annotations
@@ -33,12 +36,12 @@ import re
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from kvtier import helm, helmyaml, paths, waiting
 from kvtier.cluster.realnode import config as realconfig
-from kvtier.cluster.realnode import curvine_images, diagnosis, images, netns, umbrella_cpu
+from kvtier.cluster.realnode import curvine_images, curvine_nodes, diagnosis, images, netns, umbrella_cpu
 from kvtier.cluster.realnode import lifecycle as realnode
 from kvtier.cluster.realnode.client import Kube
 
@@ -61,6 +64,8 @@ class Installed:
     storage_class: str
     volumes: Path  # the node folder with the master's volume and the worker's data dir
     values: Path  # the overlay given to every helm install/upgrade of this release
+    workers: int = 1  # live workers the master must report before the release counts as ready
+    node_folders: tuple[Path, ...] = ()  # spread: each node's folder of the release (masters', worker's data)
 
 
 def overlay(cluster: realnode.RealCluster, volumes: Path) -> dict[str, Any]:
@@ -109,25 +114,29 @@ def raised_pipe_max_size() -> Iterator[None]:
 
 
 def import_images(cluster: realnode.RealCluster, progress: images.Progress) -> None:
-    built = curvine_images.all_images(progress)
-    images.import_into(realnode.layout(cluster.name).containerd_socket, list(built), progress)
+    """The chart's images into every node's containerd (each node has its own)."""
+    built: list[images.Image] = list(curvine_images.all_images(progress))
+    lay = realnode.layout(cluster.name)
+    for node in cluster.nodes or (realconfig.node(cluster.name, 1),):
+        images.import_into(node.home(lay).containerd_socket, built, progress)
 
 
-def _master_claims(release: str, ns: str, values_file: Path) -> list[str]:
-    """The claims the master StatefulSet's volumeClaimTemplates make (`<template>-<set>-<ordinal>`), read
-    from the chart's render so a renamed template cannot leave them unbound."""
+def _master_claims(release: str, ns: str, values_file: Path) -> list[tuple[str, int]]:
+    """The claims the master StatefulSet's volumeClaimTemplates make (`<template>-<set>-<ordinal>`), each
+    with its master's ordinal, read from the chart's render so a renamed template cannot leave one unbound."""
     rendered = helm.Template(CHART, release, [values_file], namespace=ns).render().manifests
     (master,) = [m for m in rendered if m["kind"] == "StatefulSet"]
     replicas = master["spec"]["replicas"]
     return [
-        f"{template['metadata']['name']}-{master['metadata']['name']}-{ordinal}"
+        (f"{template['metadata']['name']}-{master['metadata']['name']}-{ordinal}", ordinal)
         for template in master["spec"]["volumeClaimTemplates"]
         for ordinal in range(replicas)
     ]
 
 
-def _hostpath_volume(ns: str, claim: str, path: Path) -> dict[str, Any]:
-    return {
+def _hostpath_volume(ns: str, claim: str, path: PurePath, node: str = "") -> dict[str, Any]:
+    """A volume bound to `claim` at `path`; with `node`, only on that node (as a local volume)."""
+    volume: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "PersistentVolume",
         "metadata": {"name": f"{ns}-{claim}", "labels": {"kvtier.io/curvine-ns": ns}},
@@ -140,25 +149,42 @@ def _hostpath_volume(ns: str, claim: str, path: Path) -> dict[str, Any]:
             "hostPath": {"path": str(path), "type": "Directory"},
         },
     }
+    if node:
+        term = {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
+        volume["spec"]["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": [term]}]}}
+    return volume
 
 
-def prepare(kube: Kube, ns: str, release: str = RELEASE) -> Installed:
+def prepare(kube: Kube, ns: str, release: str = RELEASE, spread: bool = False) -> Installed:
     """The namespace (privileged: the node plugin mounts FUSE), the masters' volumes owned by their user,
-    the worker's data dir and the overlay file."""
+    the worker's data dir and the overlay file; `spread`: production's layout over every node
+    (realnode.curvine_nodes), each master's volume in its node's own folder."""
     kube.kubectl("create", "namespace", ns)
     kube.kubectl("label", "namespace", ns, "pod-security.kubernetes.io/enforce=privileged")
-    volumes = realnode.layout(kube.cluster.name).root / "volumes" / ns
-    (volumes / "worker-data").mkdir(parents=True)
+    cluster = kube.cluster
+    volumes = realnode.layout(cluster.name).root / "volumes" / ns
+    volumes.mkdir(parents=True)
     values = volumes / "overlay.yaml"
-    values.write_text(helmyaml.dump(overlay(kube.cluster, volumes)))
+    folders: list[Path] = []
+    if spread:
+        folders = curvine_nodes.make_folders(cluster, ns)
+        values.write_text(helmyaml.dump(curvine_nodes.overlay(overlay(cluster, volumes), cluster, ns)))
+    else:
+        (volumes / "worker-data").mkdir()
+        values.write_text(helmyaml.dump(overlay(cluster, volumes)))
     pvs = []
-    for claim in _master_claims(release, ns, values):
+    for claim, ordinal in _master_claims(release, ns, values):
+        if spread:
+            node, path = curvine_nodes.master_folder(cluster, ns, claim, ordinal, MASTER_UID)
+            pvs.append(_hostpath_volume(ns, claim, path, node))
+            continue
         folder = volumes / claim
         folder.mkdir()
         shutil.chown(folder, MASTER_UID, MASTER_UID)
         pvs.append(_hostpath_volume(ns, claim, folder))
     kube.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": pvs}))
-    return Installed(ns, release, STORAGE_CLASS, volumes, values)
+    workers = len(cluster.nodes) if spread else 1
+    return Installed(ns, release, STORAGE_CLASS, volumes, values, workers, tuple(folders))
 
 
 def helm_upgrade(kube: Kube, installed: Installed, *extra: str, verb: str = "upgrade") -> None:
@@ -174,7 +200,8 @@ def helm_upgrade(kube: Kube, installed: Installed, *extra: str, verb: str = "upg
 
 
 def wait_ready(kube: Kube, installed: Installed, timeout: float = 300) -> None:
-    """Every workload of the release rolled out, and the master reporting a live worker."""
+    """Every workload of the release rolled out, and the master reporting its live workers (one per node
+    when spread)."""
     for kind in ("statefulset", "daemonset", "deployment"):
         names = kube.kubectl(
             "get", kind, "-n", installed.namespace, "-l", f"app.kubernetes.io/instance={installed.release}",
@@ -187,9 +214,11 @@ def wait_ready(kube: Kube, installed: Installed, timeout: float = 300) -> None:
                 timeout=timeout + 30,
             )  # fmt: skip
     waiting.wait_until(
-        lambda: live_workers(kube, installed) >= 1,
+        lambda: live_workers(kube, installed) >= installed.workers,
         deadline=waiting.deadline_in(timeout),
-        fail=lambda _: AssertionError(f"no live Curvine worker in {installed.namespace} in {timeout:.0f} s"),
+        fail=lambda _: AssertionError(
+            f"fewer than {installed.workers} live Curvine workers in {installed.namespace} in {timeout:.0f} s"
+        ),
         interval=2,
     )
 
@@ -210,11 +239,14 @@ def live_workers(kube: Kube, installed: Installed) -> int:
     return int(found.group(1)) if found else 0
 
 
-def install(kube: Kube, ns: str, progress: images.Progress, *extra: str, release: str = RELEASE) -> Installed:
+def install(
+    kube: Kube, ns: str, progress: images.Progress, *extra: str, release: str = RELEASE, spread: bool = False
+) -> Installed:
     """The images imported, then the chart installed with `extra` Helm arguments after the overlay (`--set
-    worker.hostNetwork=true`) and Ready (call inside raised_pipe_max_size)."""
+    worker.hostNetwork=true`) and Ready (call inside raised_pipe_max_size); `spread`: production's layout
+    over every node of the cluster (realnode.curvine_nodes)."""
     import_images(kube.cluster, progress)
-    installed = prepare(kube, ns, release)
+    installed = prepare(kube, ns, release, spread)
     helm_upgrade(kube, installed, *extra, verb="install")
     return installed
 
@@ -227,6 +259,8 @@ def remove(kube: Kube, installed: Installed) -> None:
         "delete", "pv", "-l", f"kvtier.io/curvine-ns={installed.namespace}", "--wait=false", check=False
     )
     shutil.rmtree(installed.volumes, ignore_errors=True)
+    for folder in installed.node_folders:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def claim(ns: str, name: str, size: str = "1Gi") -> dict[str, Any]:
@@ -243,11 +277,13 @@ def claim(ns: str, name: str, size: str = "1Gi") -> dict[str, Any]:
     }
 
 
-def consumer_pod(cluster: realnode.RealCluster, ns: str, name: str, claim_name: str, argv: list[str]) -> dict:
+def consumer_pod(
+    cluster: realnode.RealCluster, ns: str, name: str, claim_name: str, argv: list[str], node: str = ""
+) -> dict:
     """A pod that runs `python3 <argv>` in the cluster's python image as the engines' user (umbrella_cpu.
-    RUN_AS), with claim `claim_name` at /l2, and stops when it ends."""
+    RUN_AS), with claim `claim_name` at /l2, and stops when it ends; on node `node` when given."""
     uid = umbrella_cpu.RUN_AS
-    return {
+    pod: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": ns},
@@ -266,3 +302,6 @@ def consumer_pod(cluster: realnode.RealCluster, ns: str, name: str, claim_name: 
             "volumes": [{"name": "l2", "persistentVolumeClaim": {"claimName": claim_name}}],
         },
     }
+    if node:
+        pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+    return pod
