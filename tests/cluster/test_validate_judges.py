@@ -72,7 +72,6 @@ FILES = int(os.environ.get("KVTIER_JUDGE_FILES", "250"))
 SEED = int(os.environ.get("KVTIER_JUDGE_SEED", "20261204"))
 VALIDATE_NS = "judged"
 SCHEDULER_RULE, METRICS_RULE = "vllm-scheduler-budget", "engine-metrics-disabled"
-ACTIVE_OVER_DEFAULT = "vllm: scheduler: active seqs over the default max_num_seqs"
 # The categories drawn by their own mutations (harness/values_mutations.py), by how each describes itself.
 DRAWN = {"scheduler:": "scheduler budget", "sysctl (": "sysctls", "metrics:": "stats switch"}
 OPTIONS = pipeline.Options(helm_majors=(3,), minors=("1.35",), namespace=VALIDATE_NS)
@@ -87,11 +86,6 @@ EXPECTED_MISSES: dict[str, str] = {
     "vllm: kv-connector": f"{_CROSS_FIELD}: the connector class --kv-transfer-config names",
     "vllm: kv-offloading": f"{_CROSS_FIELD}: the offloading spec built from --kv-transfer-config",
     "vllm: executor": f"{_CROSS_FIELD}: the executor class --distributed-executor-backend names",
-    # Found by this test on 2026-12-06: vllm-scheduler-budget compares --max-num-active-seqs with a
-    # --max-num-seqs that is given, not with vLLM's default (256 below 70 GiB of GPU memory or on an A100,
-    # 1024 from it, doubled under --performance-mode throughput; 128 per rank on CPU: get_batch_defaults).
-    ACTIVE_OVER_DEFAULT: "a gap of vllm-scheduler-budget, left to its owner (issue 64): "
-    "--max-num-active-seqs above vLLM's default max_num_seqs, --max-num-seqs unset",
 }
 
 
@@ -146,16 +140,14 @@ def _add_vllm(verdicts: list[judges.Verdict]) -> float:
             # split: vLLM refuses on some of the GPUs the pod may land on, the node decides (a warning)
             elif scheduler and not scheduler["ok"] and not scheduler["split"]:
                 message = " ".join(scheduler["error"].split())
-                verdict.refusals.append(
-                    ("vLLM", _scheduler_category(message, extra["parsed"]), message[:300])
-                )
+                verdict.refusals.append(("vLLM", _scheduler_category(message), message[:300]))
     return sum(a["ok"] for a in answers) / max(len(answers), 1)
 
 
-def _scheduler_category(message: str, parsed: dict[str, Any]) -> str:
+def _scheduler_category(message: str) -> str:
     """A SchedulerConfig refusal by the check that made it (vllm/config/scheduler.py)."""
     if "max_num_active_seqs" in message:
-        return ACTIVE_OVER_DEFAULT if parsed["max_num_seqs"] is None else "vllm: scheduler: active seqs"
+        return "vllm: scheduler: active seqs"
     if "long_prefill_token_threshold" in message:
         return "vllm: scheduler: long-prefill threshold"
     if "max_model_len" in message:

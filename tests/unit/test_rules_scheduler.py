@@ -83,6 +83,22 @@ def test_the_default_budget_follows_the_gpu() -> None:
     assert _severities(["--max-num-seqs", "9000", "--no-enable-chunked-prefill"], maxModelLen=16384) == []
 
 
+def test_active_seqs_over_the_default_max_num_seqs_follows_the_gpu() -> None:
+    """vLLM's default max_num_seqs (get_batch_defaults): 256 below 70 GiB or on an A100, 1024 from 70 GiB."""
+    assert _severities(["--max-num-active-seqs", "1024"], instanceType="ml.p5.48xlarge") == []  # H100
+    assert _severities(["--max-num-active-seqs", "1025"], instanceType="ml.p5.48xlarge") == ["error"]
+    assert _severities(["--max-num-active-seqs", "512"], instanceType="ml.p4de.24xlarge") == ["error"]  # A100
+    assert _severities(["--max-num-active-seqs", "256"], instanceType="ml.p4de.24xlarge") == []
+    throughput = ["--max-num-active-seqs", "512", "--performance-mode", "throughput"]
+    assert _severities(throughput, instanceType="ml.p4de.24xlarge") == []  # doubled to 512
+    assert _severities(["--max-num-active-seqs", "512"], instanceType="ml.no-such.xlarge") == ["warning"]
+    assert _severities(["--max-num-active-seqs", "2048"], instanceType="ml.no-such.xlarge") == ["error"]
+    cpu = copy.deepcopy(GOOD)
+    cpu["engine"] = {"accelerator": "cpu"}
+    assert [f.severity for f in _run(["--max-num-active-seqs", "200"], cpu)] == ["error"]  # 128 a rank
+    assert [f.severity for f in _run(["--max-num-active-seqs", "200", "-tp", "2"], cpu)] == []
+
+
 def test_cpu_budget_scales_with_world_size() -> None:
     cpu = copy.deepcopy(GOOD)
     cpu["engine"] = {"accelerator": "cpu"}

@@ -12,7 +12,9 @@ An unset --max-num-batched-tokens becomes the usage default for `vllm serve` (20
 or on an A100, 8192 from 70 GiB, 16384 from 160 GiB; 2048 x world size on CPU; doubled under
 `--performance-mode throughput`), raised to max_model_len with chunked prefill off, then capped at
 max_num_seqs x max_model_len; so with --max-num-seqs set alone the budget is refused when the default is
-below it, which depends on the GPU.
+below it, which depends on the GPU. Likewise an unset --max-num-seqs becomes 256 (below 70 GiB or on an A100),
+1024 (from 70 GiB), 128 x world size on CPU, doubled under throughput mode, and a --max-num-active-seqs
+above it is refused.
 """
 
 from __future__ import annotations
@@ -29,8 +31,11 @@ from kvtier.validate.rules import Hit, ValuesContext, rule
 from kvtier.values import extra_args, lookup, model_entries
 
 GIB_70, GIB_160 = 70, 160  # get_batch_defaults' device memory steps, GiB
-SERVER_BUDGET = ((GIB_160, 16384), (GIB_70, 8192), (0, 2048))  # OPENAI_API_SERVER defaults by GPU memory
-CPU_BUDGET_PER_RANK = 2048
+# OPENAI_API_SERVER defaults by GPU memory: (floor GiB, max_num_batched_tokens, max_num_seqs).
+SERVER_DEFAULTS = ((GIB_160, 16384, 1024), (GIB_70, 8192, 1024), (0, 2048, 256))
+SERVER_BUDGET = tuple((floor, tokens) for floor, tokens, _ in SERVER_DEFAULTS)
+SERVER_SEQS = tuple((floor, seqs) for floor, _, seqs in SERVER_DEFAULTS)
+CPU_BUDGET_PER_RANK, CPU_SEQS_PER_RANK = 2048, 128
 
 
 @dataclass(frozen=True)
@@ -107,27 +112,41 @@ def _encoder_decoder(model: dict[str, Any], ctx: ValuesContext) -> bool:
     return bool(found and found.config.get("is_encoder_decoder"))  # vLLM turns chunked prefill off there
 
 
-def default_budget(values: dict[str, Any], model: dict[str, Any], b: Budget) -> tuple[int | None, str]:
-    """vLLM's default max_num_batched_tokens for this engine before its max_model_len adjustments, and the
-    fact it rests on; None where the GPU is not known."""
+def server_defaults(
+    values: dict[str, Any], model: dict[str, Any], b: Budget
+) -> tuple[tuple[int, int] | None, str]:
+    """vLLM's default (max_num_batched_tokens, max_num_seqs) for this engine before its max_model_len
+    adjustments, each doubled in throughput mode, and the fact they rest on; None where the GPU is not
+    known."""
     factor = 2 if b.throughput else 1
     if lookup(values, "engine", "accelerator") == "cpu" and values.get("target", "standalone") != "hyperpod":
-        return CPU_BUDGET_PER_RANK * b.world * factor, f"CPU, world size {b.world}"
+        per_rank = (CPU_BUDGET_PER_RANK * b.world * factor, CPU_SEQS_PER_RANK * b.world * factor)
+        return per_rank, f"CPU, world size {b.world}"
     gpu = gpu_of(values, model)
     if gpu is None:
         return None, ""
-    for floor, tokens in SERVER_BUDGET:
+    for floor, tokens, seqs in SERVER_DEFAULTS:
         if gpu.memory_gib >= floor and not (floor and "a100" in gpu.model.lower()):
-            return tokens * factor, f"{gpu.instance_type}'s {gpu.memory_gib:g} GiB {gpu.model}"
+            return (
+                tokens * factor,
+                seqs * factor,
+            ), f"{gpu.instance_type}'s {gpu.memory_gib:g} GiB {gpu.model}"
     return None, ""  # unreachable: the last step's floor is 0
+
+
+def default_budget(values: dict[str, Any], model: dict[str, Any], b: Budget) -> tuple[int | None, str]:
+    """vLLM's default max_num_batched_tokens for this engine, and the fact it rests on (server_defaults)."""
+    found, fact = server_defaults(values, model, b)
+    return (found[0] if found else None), fact
 
 
 @rule(
     "vllm-scheduler-budget",
     reason="vLLM's SchedulerConfig refuses at start-up a token budget (max_num_batched_tokens, set or "
     "defaulted by GPU) below max_num_seqs, or below max_model_len with chunked prefill off, a "
-    "max_num_active_seqs above max_num_seqs and a long_prefill_token_threshold above max_model_len "
-    "(vllm/config/scheduler.py, verify_max_model_len): the engine exits and the pod crash-loops",
+    "max_num_active_seqs above max_num_seqs (set or defaulted by GPU) and a long_prefill_token_threshold "
+    "above max_model_len (vllm/config/scheduler.py, verify_max_model_len): the engine exits and the pod "
+    "crash-loops",
     remedy="raise --max-num-batched-tokens (or lower --max-num-seqs / models[].maxModelLen), or keep "
     "chunked prefill on; set --max-num-batched-tokens explicitly when setting --max-num-seqs above 2048",
 )
@@ -170,11 +189,47 @@ def _hits(
             "to start",
             _at(b, i, "--max-num-active-seqs"),
         )
+    elif b.active is not None and seqs_default:
+        yield from _active_over_default(values, i, model, b)
     if b.threshold is not None and length is not None and b.threshold > length:
         yield Hit(
             f"{where}: --long-prefill-token-threshold {b.threshold} is above max_model_len {length} "
             f"({length_from}): vLLM refuses to start",
             _at(b, i, "--long-prefill-token-threshold"),
+        )
+
+
+def _active_over_default(values: dict[str, Any], i: int, model: dict[str, Any], b: Budget) -> Iterator[Hit]:
+    """--max-num-active-seqs set, --max-num-seqs left to vLLM's default (get_batch_defaults): refused when
+    above that default, which depends on the GPU's memory (or the CPU's world size)."""
+    assert b.active is not None
+    at = _at(b, i, "--max-num-active-seqs")
+    found, fact = server_defaults(values, model, b)
+    if found is not None:
+        if b.active > found[1]:
+            yield Hit(
+                f"models[{i}].extraArgs: --max-num-active-seqs {b.active} is above vLLM's default "
+                f"max_num_seqs {found[1]} on {fact} (--max-num-seqs unset): vLLM refuses to start",
+                at,
+            )
+        return
+    factor = 2 if b.throughput else 1
+    smallest, largest = min(s for _, s in SERVER_SEQS) * factor, max(s for _, s in SERVER_SEQS) * factor
+    if b.active > largest:
+        yield Hit(
+            f"models[{i}].extraArgs: --max-num-active-seqs {b.active} is above vLLM's largest default "
+            f"max_num_seqs {largest} (--max-num-seqs unset): vLLM refuses to start",
+            at,
+        )
+    elif b.active > smallest:
+        yield Hit(
+            f"models[{i}].extraArgs: --max-num-active-seqs {b.active} with --max-num-seqs unset: vLLM's "
+            f"default max_num_seqs depends on the GPU's memory ({smallest} below 70 GiB or on an A100, "
+            f"{largest} from 70 GiB) and it refuses to start when that is below {b.active}; the instance "
+            "type's GPU is not known here (check it with `nvidia-smi --query-gpu=name,memory.total "
+            "--format=csv` on the node), or set --max-num-seqs",
+            at,
+            severity="warning",
         )
 
 
