@@ -247,3 +247,11 @@ def test_plan_table_prints_each_speed_with_its_break_even(
         f"reference {REFERENCE.l2_read_gib_s:g} GiB/s: break-even" in out
         and "measured 0.01 GiB/s: break-even never" in out
     )
+
+
+def test_a_chunk_too_large_for_the_arithmetic_is_left_to_the_schema() -> None:
+    """A float chunk size YAML reads as 1e308 makes the chunk's bytes an int no float holds (the CLI fuzz
+    test found the traceback): the rule says nothing, the schema reports the value."""
+    values = copy.deepcopy(GOOD)
+    values["cache"]["chunkSize"] = 1e308
+    assert _run(values) == []

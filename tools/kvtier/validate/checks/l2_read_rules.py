@@ -49,11 +49,11 @@ def l2_read_slower_than_recompute(ctx: ValuesContext) -> Iterator[Hit]:
         try:
             spec = ModelSpec.from_hf_config(found.name, found.config, found.origin)
             d = plan_inputs.deployment(values, model, spec)
-        except UserError:
-            continue  # a size or config the schema and the model rules report
-        timing, estimate = prefill.timing_for(d, reference, found.rests_on(*prefill.MODEL_KEYS))
+            timing, estimate = prefill.timing_for(d, reference, found.rests_on(*prefill.MODEL_KEYS))
+            read_ms, prefill_ms = capacity.chunk_read_and_prefill_ms(d, timing)
+        except (UserError, OverflowError):
+            continue  # a size or config the schema and the model rules report (a chunk of 1e308 tokens)
         assert estimate is not None  # the reference's timing: always estimated
-        read_ms, prefill_ms = capacity.chunk_read_and_prefill_ms(d, timing)
         if read_ms <= prefill_ms:
             continue
         file_bytes = capacity.chunk_file_bytes(d)
