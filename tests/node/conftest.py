@@ -13,6 +13,7 @@ import os
 import re
 import secrets
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import pytest
@@ -46,15 +47,33 @@ def _remove_abandoned() -> None:
             realnode.down(folder.name, progress=lambda m: print(f"[real-node] {m}"))
 
 
-@pytest.fixture(scope="session")
-def real_cluster(node_programs) -> Iterator[realnode.RealCluster]:
+@contextmanager
+def _own_cluster(suffix: str, nodes: int = 1) -> Iterator[realnode.RealCluster]:
+    """A real-node cluster of this session's own, `node-test-<pid><suffix>`, taken down at the end; clusters
+    of sessions that died are taken down first."""
     _remove_abandoned()
-    name = f"{SESSION_PREFIX}{os.getpid()}"
-    cluster = realnode.up(name, timeout=START_TIMEOUT, progress=lambda m: print(f"[real-node] {m}"))
+    name = f"{SESSION_PREFIX}{os.getpid()}{suffix}"
+
+    def log(message: str) -> None:
+        print(f"[{name}] {message}")
+
+    cluster = realnode.up(name, timeout=START_TIMEOUT, progress=log, nodes=nodes)
     try:
         yield cluster
     finally:
-        realnode.down(name, progress=lambda m: print(f"[real-node] {m}"))
+        realnode.down(name, progress=log)
+
+
+@pytest.fixture(scope="session")
+def own_cluster(node_programs) -> Callable[..., AbstractContextManager[realnode.RealCluster]]:
+    """For a module that needs a cluster of its own: `with own_cluster("-two", nodes=2) as cluster:`."""
+    return _own_cluster
+
+
+@pytest.fixture(scope="session")
+def real_cluster(node_programs) -> Iterator[realnode.RealCluster]:
+    with _own_cluster("") as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="session")

@@ -27,15 +27,9 @@ CHUNK_MIB = 14  # one 256-token chunk of Qwen2-7B's KV, as benchmarks/curvine_be
 
 
 @pytest.fixture(scope="module")
-def two_nodes(node_programs) -> Iterator[realnode.RealCluster]:
-    # The conftest's `node-test-<pid>` prefix, so a session that dies leaves it to the next one's cleanup.
-    name = f"node-test-{os.getpid()}-2n"
-    timeout = float(os.environ.get("KVTIER_CLUSTER_TIMEOUT", "300"))
-    cluster = realnode.up(name, timeout=timeout, progress=lambda m: print(f"[2 nodes] {m}"), nodes=2)
-    try:
+def two_nodes(own_cluster) -> Iterator[realnode.RealCluster]:
+    with own_cluster("-2n", nodes=2) as cluster:
         yield cluster
-    finally:
-        realnode.down(name, progress=lambda m: print(f"[2 nodes] {m}"))
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ import os
 import secrets
 import socket
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -23,7 +22,6 @@ from kvtier.cluster.realnode import routes as realroutes
 from kvtier.cluster.realnode import start as realstart
 from kvtier.cluster.realnode.client import Kube
 
-PREFIX = "node-two-"
 START_TIMEOUT = float(os.environ.get("KVTIER_CLUSTER_TIMEOUT", "300"))
 NS = "two-nodes"
 HOST_PORT = 18080  # the host-network server's port on node 1 (nothing else listens there)
@@ -40,18 +38,9 @@ def _log(message: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def cluster(node_programs) -> Iterator[realnode.RealCluster]:
-    root = realnode.clusters_dir()
-    for folder in sorted(root.glob(f"{PREFIX}*")) if root.is_dir() else []:
-        pid = folder.name.removeprefix(PREFIX)
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():  # its session died
-            realnode.down(folder.name, progress=_log)
-    name = f"{PREFIX}{os.getpid()}"
-    started = realnode.up(name, timeout=START_TIMEOUT, progress=_log, nodes=2)
-    try:
+def cluster(own_cluster) -> Iterator[realnode.RealCluster]:
+    with own_cluster("-two", nodes=2) as started:
         yield started
-    finally:
-        realnode.down(name, progress=_log)
 
 
 @pytest.fixture(scope="module")
