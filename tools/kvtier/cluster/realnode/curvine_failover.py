@@ -1,7 +1,9 @@
 """The Raft leader of a charts/curvine release deleted, and how long until metadata answers again.
 
 A probe runs in a surviving master's pod from before the delete (the pods share this machine's clock): it
-asks `cv report json` until the answer names a leader other than the deleted one (elected), then makes a
+asks `cv report json` until the answer names a leader other than the deleted one, or names any leader after
+a report found none (elected: the StatefulSet starts the deleted master again under its name, and it may win
+the election; a survivor's answer before the election may still name the old leader), then makes a
 directory (a metadata write, committed by the new leader with a quorum of two of three) until that works,
 then asks `cv report` until the new leader counts every worker live again. Each time is counted from the
 moment before the delete. Curvine v0.4.1's Raft ticks once a second and elects after 10-30 ticks without a
@@ -27,12 +29,13 @@ from kvtier.cluster.realnode.curvine_release import Installed
 # $1 the deleted leader's pod, $2 the directory to make, $3 seconds to try, $4 the workers to wait for.
 # `timeout` bounds each call: the client keeps retrying a dead master for far longer.
 PROBE = """
-old="$1"; dir="$2"; end=$(( $(date +%s) + $3 )); elected=""; wrote=""
+old="$1"; dir="$2"; end=$(( $(date +%s) + $3 )); elected=""; wrote=""; gap=""
 echo started
 while [ "$(date +%s)" -lt "$end" ]; do
   if [ -z "$elected" ]; then
     active=$(timeout 5 CV report json 2>/dev/null | sed -n 's/.*"active_master": *"\\([^".:]*\\).*/\\1/p')
-    if [ -n "$active" ] && [ "$active" != "$old" ]; then elected="$(date +%s.%N) $active"; fi
+    if [ -z "$active" ]; then gap=1
+    elif [ "$active" != "$old" ] || [ -n "$gap" ]; then elected="$(date +%s.%N) $active"; fi
   fi
   if [ -n "$elected" ] && [ -z "$wrote" ] && timeout 5 CV fs mkdir -p "$dir" >/dev/null 2>&1; then
     wrote="$(date +%s.%N)"
