@@ -209,9 +209,7 @@ def vllm_arg_invalid(ctx: ValuesContext) -> Iterator[Hit]:
     version = vllm_options.table().vllm
     # The table is one vLLM release's: another release has other flags (new ones, removed ones such as
     # --swap-space), so on an image whose vLLM is not known to be that release a problem is only likely.
-    known = runs_the_tables_vllm(ctx.values, version)
-    severity: Severity = "error" if known else "warning"
-    caveat = "" if known else f" (if the image's vLLM is {version}: not the chart's default image)"
+    severity, caveat = severity_for_image(ctx.values, version)
     for i, model in model_entries(ctx.values):
         items = model.get("extraArgs")
         if not isinstance(items, list):
@@ -226,6 +224,14 @@ def vllm_arg_invalid(ctx: ValuesContext) -> Iterator[Hit]:
                 ("models", i, "extraArgs", problem.index),
                 severity=severity,
             )
+
+
+def severity_for_image(values: dict[str, Any], version: str) -> tuple[Severity, str]:
+    """An error where the engines run vLLM `version` (the release a table of vLLM's facts was read from), a
+    warning with the caveat to add to its message where the image may run another release."""
+    if runs_the_tables_vllm(values, version):
+        return "error", ""
+    return "warning", f" (if the image runs vLLM {version}: not the chart's default image)"
 
 
 def runs_the_tables_vllm(values: dict[str, Any], version: str) -> bool:

@@ -19,8 +19,7 @@ from typing import Any
 
 from kvtier.upstream import model_code, vllm_options
 from kvtier.validate import model_facts
-from kvtier.validate.checks.engine_args_rules import runs_the_tables_vllm
-from kvtier.validate.findings import Severity
+from kvtier.validate.checks.engine_args_rules import severity_for_image
 from kvtier.validate.rules import Hit, ValuesContext, rule
 from kvtier.values import extra_args, lookup, model_entries
 
@@ -81,9 +80,7 @@ def _judged_as_hf(view: Any) -> bool:
 )
 def model_code_trusted(ctx: ValuesContext) -> Iterator[Hit]:
     t = model_code.table()
-    known = runs_the_tables_vllm(ctx.values, t.vllm)
-    severity: Severity = "error" if known else "warning"
-    caveat = "" if known else f" (if the image runs vLLM {t.vllm}: not the chart's default image)"
+    severity, caveat = severity_for_image(ctx.values, t.vllm)
     for i, model in model_entries(ctx.values):
         name = model.get("model")
         if not isinstance(name, str) or not name:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from kvtier.upstream import model_code, vllm_args, vllm_options
-from kvtier.validate.checks.engine_args_rules import runs_the_tables_vllm
+from kvtier.validate.checks.engine_args_rules import severity_for_image
 from kvtier.validate.findings import Severity
 from kvtier.validate.rules import Hit, ValuesContext, rule
 from kvtier.values import extra_args, model_entries
@@ -42,9 +42,7 @@ def refused_tokenizer_mode(text: str) -> bool:
 )
 def loader_known(ctx: ValuesContext) -> Iterator[Hit]:
     t = model_code.table()
-    known = runs_the_tables_vllm(ctx.values, t.vllm)
-    severity: Severity = "error" if known else "warning"
-    caveat = "" if known else f" (if the image runs vLLM {t.vllm}: not the chart's default image)"
+    severity, caveat = severity_for_image(ctx.values, t.vllm)
     for i, model in model_entries(ctx.values):
         view = extra_args(model, vllm_options.table().known)
         yield from _check(
