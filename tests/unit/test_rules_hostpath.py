@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
+from harness.manifests import run_rule, workload
 from kvtier.validate import catalogue
 from kvtier.validate.checks.hostpath_rules import non_root
 from kvtier.validate.findings import Finding
-from kvtier.validate.rules import ManifestsContext
 
 RULE = "hostpath-writable-by-user"
 DATA = "/opt/dlami/nvme/curvine-data"
@@ -37,16 +37,11 @@ def _daemonset(
     }
     if pod_sc is not None:
         pod["securityContext"] = pod_sc
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": {"name": "w"},
-        "spec": {"template": {"spec": pod}},
-    }
+    return workload(pod, name="w", kind="DaemonSet")
 
 
 def _run(*manifests: dict[str, Any]) -> list[Finding]:
-    return catalogue.run_manifests(ManifestsContext(list(manifests), "kv"), "env.yaml", only=[RULE])
+    return run_rule(RULE, *manifests)
 
 
 def test_the_rule_is_registered_with_its_sources() -> None:

@@ -9,11 +9,10 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
+from harness.manifests import run_rule, workload
 from kvtier import paths
 from kvtier.validate import catalogue
-from kvtier.validate.findings import Finding
 from kvtier.validate.layers import schema_check
-from kvtier.validate.rules import ManifestsContext
 
 BYTES = "kube-byte-quantity-whole"
 ROOT = "kube-runasnonroot-root-uid"
@@ -27,16 +26,7 @@ def _deployment(*containers: dict[str, Any], pod_sc: Any = None, **spec: Any) ->
     pod: dict[str, Any] = {"containers": list(containers) or [_container()], **spec}
     if pod_sc is not None:
         pod["securityContext"] = pod_sc
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "r"},
-        "spec": {"template": {"spec": pod}},
-    }
-
-
-def _run(rule_id: str, *manifests: dict[str, Any]) -> list[Finding]:
-    return catalogue.run_manifests(ManifestsContext(list(manifests), "kv"), "env.yaml", only=[rule_id])
+    return workload(pod, name="r")
 
 
 def test_rules_are_registered_for_the_rendered_objects() -> None:
@@ -50,7 +40,7 @@ def test_rules_are_registered_for_the_rendered_objects() -> None:
 
 
 def test_milli_memory_limit_is_an_error_naming_container_and_fix() -> None:
-    [f] = _run(BYTES, _deployment(_container(limits={"memory": "2048m"})))
+    [f] = run_rule(BYTES, _deployment(_container(limits={"memory": "2048m"})))
     assert f.severity == "error" and f.rule == BYTES
     assert f.subject == "Deployment/r"
     assert f.path == "spec.template.spec.containers[0].resources.limits.memory"
@@ -60,7 +50,7 @@ def test_milli_memory_limit_is_an_error_naming_container_and_fix() -> None:
 
 def test_milli_memory_request_is_a_warning() -> None:
     # A request of a byte reserves nothing but the container runs (the kubelet rounds it up).
-    [f] = _run(BYTES, _deployment(_container(requests={"memory": "512m"}, limits={"memory": "2Gi"})))
+    [f] = run_rule(BYTES, _deployment(_container(requests={"memory": "512m"}, limits={"memory": "2Gi"})))
     assert f.severity == "warning"
     assert f.path.endswith("containers[0].resources.requests.memory")
     assert "rounds it up to 1 byte." in f.message and "512Mi" in f.message
@@ -72,7 +62,7 @@ def test_milli_memory_request_is_a_warning() -> None:
 )
 def test_whole_byte_quantities_pass(memory: Any) -> None:
     res = {"requests": {"memory": memory, "cpu": "500m"}, "limits": {"memory": memory}}
-    assert _run(BYTES, _deployment(_container(**res))) == []
+    assert run_rule(BYTES, _deployment(_container(**res))) == []
 
 
 @pytest.mark.parametrize(
@@ -87,29 +77,29 @@ def test_whole_byte_quantities_pass(memory: Any) -> None:
     ],
 )
 def test_fractional_limits_by_size(memory: Any, severity: str) -> None:
-    [f] = _run(BYTES, _deployment(_container(limits={"memory": memory})))
+    [f] = run_rule(BYTES, _deployment(_container(limits={"memory": memory})))
     assert f.severity == severity
 
 
 @pytest.mark.parametrize("resource", ["ephemeral-storage", "hugepages-2Mi", "hugepages-1Gi"])
 def test_every_byte_resource_is_judged(resource: str) -> None:
-    [f] = _run(BYTES, _deployment(_container(limits={resource: "100m"})))
+    [f] = run_rule(BYTES, _deployment(_container(limits={resource: "100m"})))
     assert f.path.endswith(f"resources.limits.{resource}") and f.severity == "error"
 
 
 @pytest.mark.parametrize("resource", ["cpu", "nvidia.com/gpu", "pods"])
 def test_resources_not_counted_in_bytes_are_left_alone(resource: str) -> None:
-    assert _run(BYTES, _deployment(_container(limits={resource: "500m"}))) == []
+    assert run_rule(BYTES, _deployment(_container(limits={resource: "500m"}))) == []
 
 
 def test_unparseable_quantity_is_left_to_the_api_server() -> None:
-    assert _run(BYTES, _deployment(_container(limits={"memory": "lots"}))) == []
+    assert run_rule(BYTES, _deployment(_container(limits={"memory": "lots"}))) == []
 
 
 def test_init_containers_pod_level_and_every_kind_are_read() -> None:
     bad = _container("init", limits={"memory": "64m"})
     deployment = _deployment(_container(), initContainers=[bad], resources={"limits": {"memory": "8m"}})
-    paths_found = {f.path for f in _run(BYTES, deployment)}
+    paths_found = {f.path for f in run_rule(BYTES, deployment)}
     assert paths_found == {
         "spec.template.spec.initContainers[0].resources.limits.memory",
         "spec.template.spec.resources.limits.memory",
@@ -121,7 +111,7 @@ def test_init_containers_pod_level_and_every_kind_are_read() -> None:
         "spec": {"jobTemplate": {"spec": {"template": {"spec": copy.deepcopy(pod_spec)}}}},
     }
     pod = {"kind": "Pod", "metadata": {"name": "t"}, "spec": copy.deepcopy(pod_spec)}
-    found = {(f.subject, f.path) for f in _run(BYTES, cron, pod)}
+    found = {(f.subject, f.path) for f in run_rule(BYTES, cron, pod)}
     assert found == {
         ("CronJob/evict", "spec.jobTemplate.spec.template.spec.containers[0].resources.limits.memory"),
         ("Pod/t", "spec.containers[0].resources.limits.memory"),
@@ -131,19 +121,19 @@ def test_init_containers_pod_level_and_every_kind_are_read() -> None:
 def test_hyperpod_endpoint_worker_resources_are_read() -> None:
     worker = {"resources": {"requests": {"memory": "96Gi"}, "limits": {"memory": "110500m"}}}
     endpoint = {"kind": "InferenceEndpointConfig", "metadata": {"name": "m"}, "spec": {"worker": worker}}
-    [f] = _run(BYTES, endpoint)
+    [f] = run_rule(BYTES, endpoint)
     assert (f.subject, f.path, f.severity) == (
         "InferenceEndpointConfig/m",
         "spec.worker.resources.limits.memory",
         "error",
     )
     worker["resources"]["limits"]["memory"] = "110Gi"
-    assert _run(BYTES, endpoint) == []
+    assert run_rule(BYTES, endpoint) == []
 
 
 def test_objects_without_pods_are_ignored() -> None:
     cm = {"kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"memory": "512m"}}
-    assert _run(BYTES, cm, {"kind": "Deployment", "metadata": {"name": "x"}}) == []
+    assert run_rule(BYTES, cm, {"kind": "Deployment", "metadata": {"name": "x"}}) == []
 
 
 # --- runAsNonRoot with UID 0 ---------------------------------------------------------------------------
@@ -157,7 +147,7 @@ def _with_sc(sc: Any = None, name: str = "vllm") -> dict[str, Any]:
 
 
 def test_pod_level_root_uid_with_non_root_policy_is_refused() -> None:
-    [f] = _run(ROOT, _deployment(_with_sc(), pod_sc={"runAsNonRoot": True, "runAsUser": 0}))
+    [f] = run_rule(ROOT, _deployment(_with_sc(), pod_sc={"runAsNonRoot": True, "runAsUser": 0}))
     assert f.severity == "error" and f.subject == "Deployment/r"
     assert f.path == "spec.template.spec.securityContext.runAsUser"
     assert "container vllm" in f.message and "breaks non-root policy" in f.message
@@ -166,14 +156,14 @@ def test_pod_level_root_uid_with_non_root_policy_is_refused() -> None:
 
 def test_container_root_uid_under_pod_non_root_policy_is_refused() -> None:
     deployment = _deployment(_with_sc({"runAsUser": 0}), pod_sc={"runAsNonRoot": True, "runAsUser": 1000})
-    [f] = _run(ROOT, deployment)
+    [f] = run_rule(ROOT, deployment)
     assert f.path == "spec.template.spec.containers[0].securityContext.runAsUser"
     assert "runAsUser 0 (its securityContext) with runAsNonRoot true (the pod's securityContext)" in f.message
 
 
 def test_container_non_root_policy_over_pod_root_uid_is_refused() -> None:
     deployment = _deployment(_with_sc({"runAsNonRoot": True}), pod_sc={"runAsUser": 0})
-    [f] = _run(ROOT, deployment)
+    [f] = run_rule(ROOT, deployment)
     assert f.path == "spec.template.spec.securityContext.runAsUser"
 
 
@@ -191,12 +181,12 @@ def test_container_non_root_policy_over_pod_root_uid_is_refused() -> None:
     ],
 )
 def test_allowed_combinations_pass(container_sc: Any, pod_sc: dict[str, Any]) -> None:
-    assert _run(ROOT, _deployment(_with_sc(container_sc), pod_sc=pod_sc)) == []
+    assert run_rule(ROOT, _deployment(_with_sc(container_sc), pod_sc=pod_sc)) == []
 
 
 def test_explicit_null_in_the_container_falls_back_to_the_pod() -> None:
     deployment = _deployment(_with_sc({"runAsUser": None}), pod_sc={"runAsNonRoot": True, "runAsUser": 0})
-    assert len(_run(ROOT, deployment)) == 1
+    assert len(run_rule(ROOT, deployment)) == 1
 
 
 def test_each_container_is_judged_on_its_own_context() -> None:
@@ -206,7 +196,7 @@ def test_each_container_is_judged_on_its_own_context() -> None:
         pod_sc={"runAsNonRoot": True, "runAsUser": 0},
         initContainers=[_with_sc(None, "init")],
     )
-    messages = [f.message for f in _run(ROOT, deployment)]
+    messages = [f.message for f in run_rule(ROOT, deployment)]
     assert len(messages) == 2
     assert any("container root" in m for m in messages) and any("container init" in m for m in messages)
 
@@ -215,7 +205,7 @@ def test_windows_pods_are_not_judged_by_uid() -> None:
     deployment = _deployment(
         _with_sc(), pod_sc={"runAsNonRoot": True, "runAsUser": 0}, os={"name": "windows"}
     )
-    assert _run(ROOT, deployment) == []
+    assert run_rule(ROOT, deployment) == []
 
 
 # --- schema bounds ---------------------------------------------------------------------------------------

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from harness.manifests import run_rule, workload
 from kvtier.validate import catalogue
 from kvtier.validate.checks.resource_rules import OVER_LIMIT, extended, judge, native, qualified
 from kvtier.validate.findings import Finding
-from kvtier.validate.rules import ManifestsContext
 
 RULE = "kube-resources-admitted"
 
@@ -22,16 +22,11 @@ def _deployment(resources: dict[str, Any], init: bool = False) -> dict[str, Any]
     pod: dict[str, Any] = {field: [container]}
     if init:
         pod["containers"] = [{"name": "main", "image": "e:v1"}]
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "e"},
-        "spec": {"template": {"spec": pod}},
-    }
+    return workload(pod)
 
 
 def _run(*manifests: dict[str, Any]) -> list[Finding]:
-    return catalogue.run_manifests(ManifestsContext(list(manifests), "kv"), "env.yaml", only=[RULE])
+    return run_rule(RULE, *manifests)
 
 
 def test_the_rule_is_registered_with_its_sources() -> None:

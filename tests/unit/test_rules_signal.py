@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
+from harness.manifests import run_rule, workload
 from kvtier.validate import catalogue
 from kvtier.validate.checks.signal_rules import stats_off
 from kvtier.validate.findings import Finding
-from kvtier.validate.rules import ManifestsContext
 
 RULE = "engine-metrics-disabled"
 ENGINE = "kv-engine-qwen"
@@ -18,12 +18,7 @@ ENGINE = "kv-engine-qwen"
 
 def _engine(*extra: str, name: str = ENGINE) -> dict[str, Any]:
     c = {"name": "vllm", "command": ["vllm"], "args": ["serve", "Qwen/Qwen2-7B", "--port", "8000", *extra]}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name},
-        "spec": {"template": {"spec": {"containers": [c]}}},
-    }
+    return workload({"containers": [c]}, name=name)
 
 
 def _scaled(target: str = ENGINE, query: str = "sum(vllm:num_requests_running{})") -> dict[str, Any]:
@@ -55,7 +50,7 @@ def _alerts(expr: str = "min_over_time(vllm:kv_cache_usage_perc{}[10m]) > 0.95")
 
 
 def _run(*manifests: dict[str, Any]) -> list[Finding]:
-    return catalogue.run_manifests(ManifestsContext(list(manifests), "kv"), "env.yaml", only=[RULE])
+    return run_rule(RULE, *manifests)
 
 
 def test_the_rule_is_registered_with_its_source() -> None:

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
+from harness.manifests import run_rule, workload
 from kvtier.validate import catalogue
 from kvtier.validate.checks.sysctl_rules import SAFE, dotted, judge, namespace
 from kvtier.validate.findings import Finding
-from kvtier.validate.rules import ManifestsContext
 
 RULE = "kube-sysctl-admitted"
 
@@ -21,16 +21,11 @@ def _deployment(*names: Any, **spec: Any) -> dict[str, Any]:
         "securityContext": {"sysctls": [{"name": n, "value": "1"} for n in names]},
         **spec,
     }
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "e"},
-        "spec": {"template": {"spec": pod}},
-    }
+    return workload(pod)
 
 
 def _run(*manifests: dict[str, Any]) -> list[Finding]:
-    return catalogue.run_manifests(ManifestsContext(list(manifests), "kv"), "env.yaml", only=[RULE])
+    return run_rule(RULE, *manifests)
 
 
 def test_the_rule_is_registered_with_its_sources() -> None:
