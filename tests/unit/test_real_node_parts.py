@@ -138,19 +138,20 @@ def test_restore_writes_back_only_what_changed(tmp_path: Path, monkeypatch: pyte
     assert machine.restore(record) == []
 
 
-def test_the_pipe_size_curvine_raises_is_recorded_with_the_kubelets_sysctls(
+def test_down_leaves_the_pipe_size_other_clusters_fuse_clients_need(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A test session killed while Curvine's raised fs.pipe-max-size is in force: `down` puts it back."""
+    """fs.pipe-max-size is machine-wide: a cluster's `down` must not put back the value it saw at `up`
+    while another cluster's Curvine still needs the raised one (realnode.pipe_limit owns it)."""
     monkeypatch.setattr(machine, "PROC_SYS", tmp_path)
-    for key in machine.CLUSTER_SYSCTLS:
+    for key in [*machine.CLUSTER_SYSCTLS, "fs/pipe-max-size"]:
         (tmp_path / key).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / key).write_text("1048576\n" if key == "fs/pipe-max-size" else "0\n")
     record = tmp_path / "before.json"
     machine.record(record)
     (tmp_path / "fs/pipe-max-size").write_text("2097152\n")
-    assert machine.restore(record) == ["fs.pipe-max-size"]
-    assert (tmp_path / "fs/pipe-max-size").read_text() == "1048576\n"
+    assert machine.restore(record) == []
+    assert (tmp_path / "fs/pipe-max-size").read_text() == "2097152\n"
 
 
 def test_debian_mirror_comes_from_the_apt_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -22,7 +22,8 @@ goes through the worker's RPC, 9x slower than the hostPath stand-in here (docs/c
 curvine-fuse sizes its splice pipes just over 1 MiB with F_SETPIPE_SZ, above the default
 `fs.pipe-max-size`, which needs CAP_SYS_RESOURCE; this machine's kernel withholds it even from privileged
 containers, and every FUSE read then fails with EIO. `raised_pipe_max_size` lifts the limit for the install's
-lifetime and puts the old value back (a cluster with the capability needs nothing: docs/cluster.md).
+lifetime and puts the old value back once no other user on the machine needs it (realnode.pipe_limit; a
+cluster with the capability needs nothing: docs/cluster.md).
 
 On a cluster of two nodes, `install(spread=True)` lays the release out as production does instead: three
 masters, a worker per node, the chart's claim and its cross-node test (realnode.curvine_nodes says how).
@@ -34,14 +35,21 @@ import contextlib
 import json
 import re
 import shutil
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
 
 from kvtier import helm, helmyaml, paths, waiting
 from kvtier.cluster.realnode import config as realconfig
-from kvtier.cluster.realnode import curvine_images, curvine_nodes, diagnosis, images, netns, umbrella_cpu
+from kvtier.cluster.realnode import (
+    curvine_images,
+    curvine_nodes,
+    diagnosis,
+    images,
+    netns,
+    pipe_limit,
+    umbrella_cpu,
+)
 from kvtier.cluster.realnode import lifecycle as realnode
 from kvtier.cluster.realnode.client import Kube
 
@@ -51,8 +59,6 @@ STORAGE_CLASS = "kvtier-curvine"
 MASTER_UID = 1000  # the chart's master runAsUser
 DATA_CAPACITY = "2GB"
 INSTALL_TIMEOUT = "10m"
-PIPE_MAX_SIZE = 2 * 1024 * 1024  # above curvine-fuse's 1 MiB + 4 KiB pipes
-PIPE_MAX_FILE = Path("/proc/sys/fs/pipe-max-size")
 
 SMALL = {"requests": {"cpu": "20m", "memory": "64Mi"}, "limits": {"memory": "1Gi"}}
 
@@ -97,20 +103,10 @@ def overlay(cluster: realnode.RealCluster, volumes: Path) -> dict[str, Any]:
     }
 
 
-@contextlib.contextmanager
-def raised_pipe_max_size() -> Iterator[None]:
-    """fs.pipe-max-size at least PIPE_MAX_SIZE while the block runs; the old value back after it, unless
-    something else changed it meanwhile."""
-    before = int(PIPE_MAX_FILE.read_text())
-    if before >= PIPE_MAX_SIZE:
-        yield
-        return
-    PIPE_MAX_FILE.write_text(str(PIPE_MAX_SIZE))
-    try:
-        yield
-    finally:
-        if int(PIPE_MAX_FILE.read_text()) == PIPE_MAX_SIZE:
-            PIPE_MAX_FILE.write_text(str(before))
+def raised_pipe_max_size() -> contextlib.AbstractContextManager[None]:
+    """fs.pipe-max-size at least curvine-fuse's pipe size while the block runs, and while any other
+    holder on this machine needs it (realnode.pipe_limit)."""
+    return pipe_limit.raised()
 
 
 def import_images(cluster: realnode.RealCluster, progress: images.Progress) -> None:

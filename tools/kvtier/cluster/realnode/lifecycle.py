@@ -27,7 +27,7 @@ from kvtier.cluster.common import binaries
 from kvtier.cluster.common.rest import Rest
 from kvtier.cluster.realnode import cgroups as realcgroups
 from kvtier.cluster.realnode import config as realconfig
-from kvtier.cluster.realnode import images, machine, netns, nodebins
+from kvtier.cluster.realnode import images, machine, netns, nodebins, pipe_limit
 from kvtier.cluster.realnode import routes as realroutes
 from kvtier.cluster.realnode import start as realstart
 from kvtier.errors import UserError
@@ -225,6 +225,8 @@ def down(name: str, progress: Progress = print, keep_logs: bool = False) -> bool
     for node in realconfig.nodes(name, realconfig.MAX_NODES):
         netns.delete(node.netns)
     restored = machine.restore(root / "sysctls-before.json")
+    if pipe_limit.settle():  # a killed session's raise, now that no live holder needs it
+        restored.append("fs.pipe-max-size")
     if restored:
         progress(f"restored sysctls changed while it ran: {', '.join(restored)}")
     released = realroutes.release()  # last: should it fail, the folder stays for another `down`

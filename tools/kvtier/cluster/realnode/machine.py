@@ -29,9 +29,9 @@ KUBELET_SYSCTLS = [
     "kernel/keys/root_maxkeys",
     "kernel/keys/root_maxbytes",
 ]
-# Raised while Curvine's FUSE clients run on a node whose kernel withholds CAP_SYS_RESOURCE
-# (curvine_release.raised_pipe_max_size): restored with the kubelet's, so a killed session cannot keep it.
-CLUSTER_SYSCTLS = [*KUBELET_SYSCTLS, "fs/pipe-max-size"]
+# fs.pipe-max-size is not among them: other clusters' FUSE clients may still need it raised when this one
+# goes down (realnode.pipe_limit puts it back after the last).
+CLUSTER_SYSCTLS = KUBELET_SYSCTLS
 # Change on their own, whatever runs.
 VOLATILE_SYSCTLS = re.compile(r"^kernel/(ns_last_pid|random/.*|pty/nr)$")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
