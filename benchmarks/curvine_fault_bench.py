@@ -1,0 +1,340 @@
+#!/usr/bin/env python3
+"""Curvine's faults across two real nodes, under a client load (issue 63, item 4).
+
+One run, one two-node real-node cluster of its own (fault-bench-<pid>, taken down at the end) with
+charts/curvine laid out as production does (three Raft masters, a worker and a CSI node plugin per node:
+curvine_release.install(spread=True)). A load pod on each node writes chunks through the chart's claim and
+reads back its own newest chunk and the other node's (kvtier.cluster.realnode.curvine_faults), while the
+faults below come one after another, each followed by a quiet stretch; every op's line says when it
+started, how long it took, whether it failed (errno) and whether its bytes were wrong.
+
+    .venv/bin/python benchmarks/curvine_fault_bench.py [--faults leader,follower,...] [-o table|json]
+        [--cut-s 60] [--settle-s 20] [--out DIR]
+
+writes DIR/curvine-faults.json (the table's figures) and DIR/curvine-faults-ops.jsonl (every op).
+
+Faults (FAULTS, in this order): the Raft leader's pod deleted; a follower's; every master and worker
+rolled by a `helm upgrade` (a pod annotation) while the load keeps its mounts; every master and worker pod
+deleted at once (what issue 63 saw outside Kubernetes); node 2's link cut (its end of the veth pair down:
+its kubelet, worker, node plugin, master and load pod all unreachable) with `config.replicas: 1`, and
+node 2 back; then, after an upgrade to `config.replicas: 2` with new mounts (the node plugins restarted
+while no pod holds the claim: a FUSE client reads the config when it mounts), the cut and the return
+again.
+
+Needs root, the node programs (make node-tools) and the Curvine binaries. Exit 0 when no op read wrong
+bytes, 1 when one did, 2 when the cluster or the install cannot start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from kvtier import cliopts, waiting
+from kvtier.cluster.realnode import (
+    curvine_binaries,
+    curvine_failover,
+    curvine_faults,
+    curvine_observe,
+    curvine_release,
+)
+from kvtier.cluster.realnode import lifecycle as realnode
+from kvtier.cluster.realnode.client import Kube
+from kvtier.cluster.realnode.curvine_release import Installed
+from kvtier.errors import UserError
+
+FAULTS = ("leader", "follower", "upgrade", "all-at-once", "cut-r1", "back-r1", "cut-r2", "back-r2")
+ROLL = (
+    "master.podAnnotations.kvtier-roll=1",
+    "worker.podAnnotations.kvtier-roll=1",
+)  # rolls, no config change
+KINDS = (("write", "own"), ("read", "own"), ("read", "other"))
+
+
+def _settle(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+def _wait_release(kube: Kube, installed: Installed) -> None:
+    curvine_release.wait_ready(kube, installed, timeout=400)
+
+
+def _leader(kube: Kube, installed: Installed) -> dict[str, Any]:
+    failover = curvine_failover.delete_leader(kube, installed)
+    _wait_release(kube, installed)
+    return {k: round(v, 1) if isinstance(v, float) else v for k, v in asdict(failover).items()}
+
+
+def _follower(kube: Kube, installed: Installed) -> dict[str, Any]:
+    states = curvine_observe.master_states(kube, installed)
+    standby = sorted(p for p, s in states.items() if s == "Standby")[0]
+    kube.kubectl("delete", "pod", "-n", installed.namespace, standby, "--wait=false")
+    started = time.time()
+    _wait_release(kube, installed)
+    return {"deleted": standby, "ready_s": round(time.time() - started, 1)}
+
+
+def _upgrade(kube: Kube, installed: Installed, *sets: str) -> dict[str, Any]:
+    started = time.time()
+    flags = [arg for value in sets for arg in ("--set", value)]
+    curvine_release.helm_upgrade(kube, installed, *flags)
+    return {"set": list(sets), "upgrade_s": round(time.time() - started, 1)}
+
+
+def _all_at_once(kube: Kube, installed: Installed) -> dict[str, Any]:
+    started = time.time()
+    selector = (
+        f"app.kubernetes.io/instance={installed.release},app.kubernetes.io/component in (master,worker)"
+    )
+    kube.kubectl("delete", "pods", "-n", installed.namespace, "-l", selector, "--wait=false")
+    time.sleep(5)
+    _wait_release(kube, installed)
+    return {"ready_s": round(time.time() - started, 1)}
+
+
+def _workers_live(kube: Kube, installed: Installed, limit: float) -> float | None:
+    """Seconds until the master counts every worker live again; None past `limit`."""
+    started = time.time()
+    try:
+        waiting.wait_until(
+            lambda: curvine_release.live_workers(kube, installed) >= installed.workers,
+            deadline=waiting.deadline_in(limit),
+            fail=lambda _: TimeoutError(),
+            interval=1,
+        )
+    except TimeoutError:
+        return None
+    return round(time.time() - started, 1)
+
+
+class Run:
+    """The cluster, the release, the load pods and every fault's window and facts."""
+
+    def __init__(
+        self, kube: Kube, installed: Installed, args: argparse.Namespace, say: Callable[[str], None]
+    ):
+        self.kube, self.installed, self.args, self.say = kube, installed, args, say
+        self.loads: list[str] = []
+        self.windows: list[dict[str, Any]] = []
+        self.routes: list[str] = []
+        self.ops: list[dict[str, Any]] = []
+
+    def fault(self, name: str, act: Callable[[], dict[str, Any]], settle: float) -> None:
+        self.say(f"fault {name}")
+        start = time.time()
+        try:
+            facts = act()
+        except Exception as error:  # a fault that could not be produced is reported, not fatal
+            facts = {"not_measured": f"{type(error).__name__}: {error}"[:600]}
+        _settle(settle)
+        self.windows.append({"fault": name, "start": start, "end": time.time(), "facts": facts})
+        self.say(f"fault {name}: {facts}")
+
+    def collect(self) -> None:
+        if self.loads:
+            self.ops += curvine_faults.ops(self.kube, self.installed, self.loads)
+
+    def cut(self) -> dict[str, Any]:
+        self.routes = curvine_faults.cut_link(self.kube.cluster)
+        held = time.time()
+        live = curvine_release.live_workers(self.kube, self.installed)  # one look: not yet noticed
+        time.sleep(self.args.cut_s)
+        return {"link": "node 2's kvt1 down", "held_s": round(time.time() - held, 1), "live_at_cut": live}
+
+    def back(self) -> dict[str, Any]:
+        curvine_faults.restore_link(self.kube.cluster, self.routes)
+        return {"workers_live_s": _workers_live(self.kube, self.installed, 300)}
+
+    def replicas_two(self) -> dict[str, Any]:
+        """config.replicas 2 with fresh mounts: the load stopped, the upgrade, the node plugins restarted."""
+        self.collect()
+        curvine_faults.stop_load(self.kube, self.installed, self.loads)
+        self.loads = []
+        facts = _upgrade(self.kube, self.installed, "config.replicas=2")
+        selector = f"app.kubernetes.io/instance={self.installed.release},app.kubernetes.io/component=csi-node"
+        self.kube.kubectl("delete", "pods", "-n", self.installed.namespace, "-l", selector)
+        _wait_release(self.kube, self.installed)
+        self.loads = curvine_faults.start_load(self.kube, self.installed)
+        time.sleep(self.args.settle_s)
+        facts["node2_chunk_hosts"] = self.chunk_hosts()
+        return facts
+
+    def chunk_hosts(self) -> Any:
+        """The workers holding node 2's newest chunk (`cv fs blocks`), to show what replicas gave."""
+        second = self.kube.cluster.nodes[1].name
+        lines = curvine_faults.ops(self.kube, self.installed, self.loads)
+        written = [x["name"] for x in lines if x["op"] == "write" and x["ok"] and x["node"] == second]
+        if not written:
+            return "no chunk written on node 2"
+        pv = self.kube.kubectl(
+            "get", "pvc", curvine_faults.chart_claim(self.kube, self.installed), "-n",
+            self.installed.namespace, "-o", "jsonpath={.spec.volumeName}",
+        )  # fmt: skip
+        master = sorted(curvine_observe.pods(self.kube, self.installed, "master"))[0]
+        try:
+            return curvine_observe.block_hosts(
+                self.kube, self.installed, master, f"/l2cache/{pv}/ns/{written[-1]}"
+            )
+        except Exception as error:
+            return f"unknown: {error}"[:200]
+
+
+def measure(run: Run, faults: list[str]) -> None:
+    kube, installed, settle = run.kube, run.installed, run.args.settle_s
+    run.loads = curvine_faults.start_load(kube, installed)
+    time.sleep(10)  # each pod's first chunk written, so reads of the other's have something to find
+    baseline = time.time()
+    time.sleep(settle)
+    run.windows.append({"fault": "baseline", "start": baseline, "end": time.time(), "facts": {}})
+    actions: dict[str, tuple[Callable[[], dict[str, Any]], float]] = {
+        "leader": (lambda: _leader(kube, installed), settle),
+        "follower": (lambda: _follower(kube, installed), settle),
+        "upgrade": (lambda: _upgrade(kube, installed, *ROLL), settle),
+        "all-at-once": (lambda: _all_at_once(kube, installed), settle),
+        "cut-r1": (run.cut, 0),
+        "back-r1": (run.back, settle),
+        "cut-r2": (run.cut, 0),
+        "back-r2": (run.back, settle),
+    }
+    for name in faults:
+        if name == "cut-r2":
+            run.fault("replicas-2", run.replicas_two, 0)
+        act, wait = actions[name]
+        run.fault(name, act, wait)
+    run.collect()
+
+
+def summarize(run: Run) -> dict[str, Any]:
+    seen = {(x["node"], x["op"], x["of"], x["t"]): x for x in run.ops}
+    run.ops = sorted(seen.values(), key=lambda x: x["t"])
+    rows = []
+    for window in run.windows:
+        kinds = {
+            f"{op} {of}": asdict(curvine_faults.outage(run.ops, op, of, window["start"], window["end"]))
+            for op, of in KINDS
+        }
+        for node in (n.name for n in run.kube.cluster.nodes):
+            mine = [x for x in run.ops if x["node"] == node]
+            kinds[f"read other on {node}"] = asdict(
+                curvine_faults.outage(mine, "read", "other", window["start"], window["end"])
+            )
+        rows.append({**window, "kinds": kinds})
+    wrong = sum(bool(x["wrong"]) for x in run.ops)
+    short = sum(bool(x.get("short")) for x in run.ops)
+    return {
+        "ops": len(run.ops), "wrong": wrong, "short": short, "rows": rows,
+        "chunk_mib": curvine_faults.CHUNK_MIB, "log": run.ops,
+    }  # fmt: skip
+
+
+def run_bench(args: argparse.Namespace, console: Console) -> dict[str, Any]:
+    def say(message: str) -> None:
+        console.print(f"[dim]{message}", highlight=False)
+
+    name = f"fault-bench-{os.getpid()}"
+    cluster = realnode.up(name, nodes=2, progress=say)
+    try:
+        kube = Kube(cluster)
+        with curvine_release.raised_pipe_max_size():
+            installed = curvine_release.install(kube, f"faults-{os.getpid()}", say, spread=True)
+            run = Run(kube, installed, args, say)
+            try:
+                measure(run, args.faults)
+            finally:
+                if run.routes:  # never leave node 2 cut off
+                    curvine_faults.restore_link(cluster, run.routes)
+                try:
+                    run.collect()  # again after a failure: summarize drops the repeats
+                except Exception as error:
+                    say(f"could not collect the load's logs: {error}")
+                curvine_faults.stop_load(kube, installed, run.loads)
+                curvine_release.remove(kube, installed)
+        return summarize(run)
+    finally:
+        realnode.down(name, progress=say)
+
+
+def _cell(out: dict[str, Any]) -> str:
+    if not out["ops"]:
+        return "no ops"
+    gone = f"{out['unavailable_s']:.1f} s" + ("" if out["resumed"] else " (not resumed)")
+    return f"{gone}, {out['failed']}/{out['ops']} failed" + (
+        f", {out['wrong']} WRONG" if out["wrong"] else ""
+    )
+
+
+def show(payload: dict[str, Any], console: Console) -> None:
+    table = Table(title=f"Curvine faults across two nodes ({payload['chunk_mib']} MiB chunks, O_DIRECT)")
+    for column in ("fault", "writes", "reads own", "reads other", "errors seen", "facts"):
+        table.add_column(column, overflow="fold")
+    for row in payload["rows"]:
+        kinds = row["kinds"]
+        errors: dict[str, int] = {}
+        for key in ("write own", "read own", "read other"):
+            for said, count in kinds[key]["errors"].items():
+                errors[said] = errors.get(said, 0) + count
+        table.add_row(
+            row["fault"],
+            _cell(kinds["write own"]),
+            _cell(kinds["read own"]),
+            _cell(kinds["read other"]),
+            "; ".join(f"{count}x {said}" for said, count in errors.items())[:400],
+            json.dumps(row["facts"])[:300],
+        )
+    console.print(table)
+    console.print(
+        f"ops: {payload['ops']}, wrong bytes: {payload['wrong']} (goal 0), short reads: {payload['short']}"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--faults", type=lambda s: s.split(","), default=list(FAULTS),
+        help=f"comma-separated, in this order: {','.join(FAULTS)}",
+    )  # fmt: skip
+    parser.add_argument("--cut-s", type=float, default=60, help="seconds node 2 stays cut off")
+    parser.add_argument("--settle-s", type=float, default=20, help="seconds of load after each fault")
+    cliopts.add_output(parser, json_alias=False)
+    parser.add_argument(
+        "--out", type=Path, default=Path("bench-results"), help="folder for curvine-faults.json"
+    )
+    args = parser.parse_args()
+    console = Console(width=200)
+    unknown = [f for f in args.faults if f not in FAULTS]
+    if unknown:
+        console.print(f"[red]curvine fault bench: --faults {','.join(unknown)}: expected some of {FAULTS}")
+        return 2
+    args.faults = [f for f in FAULTS if f in args.faults]
+    reasons = realnode.preconditions() + [r for r in [curvine_binaries.missing()] if r]
+    if reasons:
+        console.print(f"[red]curvine fault bench: cannot run here: {'; '.join(reasons)}")
+        return 2
+    try:
+        payload = run_bench(args, console)
+    except (UserError, AssertionError) as error:
+        console.print(f"[red]curvine fault bench: {error}")
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    log = payload.pop("log")
+    (args.out / "curvine-faults.json").write_text(json.dumps(payload, indent=2) + "\n")
+    (args.out / "curvine-faults-ops.jsonl").write_text("".join(json.dumps(x) + "\n" for x in log))
+    if args.output == "json":
+        print(json.dumps(payload, indent=2))
+    else:
+        show(payload, console)
+    return 0 if payload["wrong"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

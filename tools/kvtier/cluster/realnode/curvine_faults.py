@@ -1,0 +1,253 @@
+"""Faults on a two-node charts/curvine release (curvine_release.install(spread=True)) under a client load,
+and what the load saw: benchmarks/curvine_fault_bench.py drives them, docs/curvine-fuse.md ("Faults across
+two nodes") records a run.
+
+The load is one long-lived pod per node with the chart's claim at /l2, writing and reading as the L2
+writers do (a temp name made O_EXCL, O_DIRECT writes, renamed over the final name; O_DIRECT reads). A chunk's
+bytes follow from its name (SHAKE-256 of it), so any reader can check any chunk without being told a seed.
+Each pod runs two threads: one writes its node's chunks (keeping the newest few), one reads back its own
+newest chunk and the other node's newest one. Every operation prints one JSON line with its wall-clock
+start (the pods share this machine's clock), so a fault's window is cut out of the logs afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import textwrap
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from kvtier import paths
+from kvtier.cluster.realnode import curvine_release, netns
+from kvtier.cluster.realnode import lifecycle as realnode
+from kvtier.cluster.realnode.client import Kube
+from kvtier.cluster.realnode.curvine_release import Installed
+from kvtier.errors import UserError
+
+CHUNK_MIB = 2  # small: two shared cores, and each op's latency is the time resolution of an outage
+KEEP = 4  # own chunks kept; older ones are unlinked so the 2GB worker folders never fill
+PAUSE_S = 0.3
+SLOW_S = 5.0  # an op this slow counts as unavailable even when it ends well
+
+# NODE and MIB are replaced; the other node's chunks are found by listing (a metadata read too).
+LOAD = """
+import errno, hashlib, json, mmap, os, re, sys, threading, time
+NODE, MIB, KEEP, PAUSE = 'NODE_', MIB_, KEEP_, PAUSE_
+SIZE = MIB << 20
+DIR = '/l2/ns'
+lock = threading.Lock()
+
+def expected(name):
+    return hashlib.shake_256(name.encode()).digest(SIZE)
+
+def say(**fields):
+    with lock:
+        print(json.dumps(fields), flush=True)
+
+def timed(op, of, fn):
+    # fn(out) names the chunk in out['name'] and returns the bytes read (None for a write).
+    start = time.time()
+    out = {'t': start, 'node': NODE, 'op': op, 'of': of, 'name': '', 'ok': True, 'wrong': False}
+    try:
+        got = fn(out)
+        want = expected(out['name']) if got is not None else None
+        if got is not None and got != want:
+            # Fewer bytes than written, all of them right, is a short read; any differing byte is wrong.
+            short = want.startswith(got)
+            out.update(ok=False, short=short, wrong=not short, error=f'read {len(got)} of {SIZE} bytes')
+    except OSError as e:
+        code = errno.errorcode.get(e.errno, e.errno)
+        out.update(ok=False, errno=e.errno, error=f'{code}: {e.strerror}')
+    except Exception as e:
+        out.update(ok=False, error=f'{type(e).__name__}: {e}')
+    out['ms'] = round((time.time() - start) * 1000, 1)
+    say(**out)
+    return out['ok']
+
+def write(name):
+    os.makedirs(DIR, exist_ok=True)
+    buf = mmap.mmap(-1, SIZE)
+    buf.write(expected(name))
+    temp = f'{DIR}/.{name}.{os.getpid()}.tmp'
+    fd = os.open(temp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_DIRECT, 0o644)
+    try:
+        os.write(fd, buf)
+    finally:
+        os.close(fd)
+    os.replace(temp, f'{DIR}/{name}')
+
+def read(name):
+    fd = os.open(f'{DIR}/{name}', os.O_RDONLY | os.O_DIRECT)
+    buf = mmap.mmap(-1, SIZE)
+    try:
+        n = os.readv(fd, [buf])
+    finally:
+        os.close(fd)
+    return bytes(buf[:n])
+
+def newest(node):
+    pattern = re.compile(node + r'-(\\d+)\\.data')
+    seqs = [int(m.group(1)) for m in map(pattern.fullmatch, os.listdir(DIR)) if m]
+    if not seqs:
+        raise FileNotFoundError(errno.ENOENT, f'no chunk of {node} listed')
+    return f'{node}-{max(seqs)}.data'
+
+def named(out, name):
+    out['name'] = name
+    return name
+
+latest = [None]
+
+def writer():
+    seq = 0
+    while True:
+        seq += 1
+        name = f'{NODE}-{seq}.data'
+        if timed('write', 'own', lambda out: write(named(out, name))):
+            latest[0] = name
+            try:
+                os.unlink(f'{DIR}/{NODE}-{seq - KEEP}.data')
+            except OSError:
+                pass
+        time.sleep(PAUSE)
+
+def reader(other):
+    while True:
+        mine = latest[0]
+        if mine:
+            timed('read', 'own', lambda out: read(named(out, mine)))
+        # The other node's newest chunk, found by listing (a metadata read too).
+        timed('read', 'other', lambda out: read(named(out, newest(other))))
+        time.sleep(PAUSE)
+
+say(started=time.time(), node=NODE)
+threading.Thread(target=writer, daemon=True).start()
+reader(sys.argv[1])
+"""
+
+
+def load_script(node: str) -> str:
+    return (
+        textwrap.dedent(LOAD)
+        .replace("NODE_", node)
+        .replace("MIB_", str(CHUNK_MIB))
+        .replace("KEEP_", str(KEEP))
+        .replace("PAUSE_", str(PAUSE_S))
+    )
+
+
+def chart_claim(kube: Kube, installed: Installed) -> str:
+    selector = f"app.kubernetes.io/instance={installed.release},app.kubernetes.io/component=storage"
+    found = kube.kubectl("get", "pvc", "-n", installed.namespace, "-l", selector, "-o", "name").split()
+    if len(found) != 1:
+        raise UserError(f"expected the chart's own claim (pvc.enabled) in {installed.namespace}: {found}")
+    return found[0].removeprefix("persistentvolumeclaim/")
+
+
+def pod_name(node: str) -> str:
+    return f"load-{node}"
+
+
+def start_load(kube: Kube, installed: Installed) -> list[str]:
+    """A load pod on each node (the other node's name as its argument), Running; their names."""
+    claim = chart_claim(kube, installed)
+    nodes = [n.name for n in kube.cluster.nodes]
+    names = []
+    for node, other in zip(nodes, reversed(nodes), strict=True):
+        name = pod_name(node)
+        argv = ["-c", load_script(node), other]
+        pod = curvine_release.consumer_pod(kube.cluster, installed.namespace, name, claim, argv, node)
+        kube.kubectl("apply", "-f", "-", stdin=json.dumps(pod))
+        names.append(name)
+    for name in names:
+        kube.wait_phase(installed.namespace, name, {"Running"}, timeout=240)
+    return names
+
+
+def stop_load(kube: Kube, installed: Installed, names: list[str]) -> None:
+    """The load pods deleted and gone (the claim's node mounts with them)."""
+    kube.kubectl("delete", "pods", "-n", installed.namespace, *names, "--grace-period=1", check=False)
+
+
+def ops(kube: Kube, installed: Installed, names: list[str]) -> list[dict[str, Any]]:
+    """Every op line the load pods printed so far, in start order."""
+    lines: list[dict[str, Any]] = []
+    for name in names:
+        log = kube.run(
+            [str(paths.TOOLS_BIN / "kubectl"), "logs", "-n", installed.namespace, name],
+            timeout=120,
+        )
+        lines += [line for line in map(json.loads, log.splitlines()) if "op" in line]
+    return sorted(lines, key=lambda line: line["t"])
+
+
+@dataclass(frozen=True)
+class Outage:
+    """What one kind of op (write, or read of own / other's chunks) saw between two instants."""
+
+    ops: int
+    failed: int
+    wrong: int  # bytes that differ from what was written: the goal is 0
+    short: int  # fewer bytes than written, those right (a reader that checks sizes sees a miss)
+    unavailable_s: float  # first failed (or slow) op's start -> start of the first good op after the last
+    resumed: bool  # a good op came after the last bad one inside the window
+    slowest_ms: float
+    errors: dict[str, int]
+
+
+def outage(lines: list[dict[str, Any]], op: str, of: str, start: float, end: float) -> Outage:
+    """The ops of kind (op, of) that started in [start, end), summed; see Outage."""
+    window = [x for x in lines if x["op"] == op and x["of"] == of and start <= x["t"] < end]
+    bad = [x for x in window if not x["ok"] or x["ms"] / 1000 > SLOW_S]
+    errors: dict[str, int] = {}
+    for x in window:
+        if not x["ok"]:
+            key = f"{x.get('node', '')}: {x.get('error', '?')}"[:120]
+            errors[key] = errors.get(key, 0) + 1
+    unavailable, resumed = 0.0, True
+    if bad:
+        after = [x for x in window if x["t"] > bad[-1]["t"] and x["ok"] and x["ms"] / 1000 <= SLOW_S]
+        resumed = bool(after)
+        unavailable = (after[0]["t"] if after else end) - bad[0]["t"]
+    return Outage(
+        ops=len(window),
+        failed=sum(not x["ok"] for x in window),
+        wrong=sum(bool(x["wrong"]) for x in window),
+        short=sum(bool(x.get("short")) for x in window),
+        unavailable_s=round(unavailable, 1),
+        resumed=resumed,
+        slowest_ms=max((x["ms"] for x in window), default=0.0),
+        errors=errors,
+    )
+
+
+def node_ns(cluster: realnode.RealCluster, index: int) -> str:
+    return cluster.nodes[index - 1].netns
+
+
+def _ip(*args: str) -> str:
+    proc = subprocess.run(["ip", *args], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if proc.returncode != 0:
+        raise UserError(f"`ip {' '.join(args)}` failed: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def cut_link(cluster: realnode.RealCluster) -> list[str]:
+    """Node 2's end of the veth pair down (node 1 keeps its address: its end only loses the carrier);
+    node 2's routes before the cut, which an admin-down flushes and restore_link puts back."""
+    ns = node_ns(cluster, 2)
+    routes = [r for r in _ip("-n", ns, "route", "show").splitlines() if r.strip()]
+    _ip("-n", ns, "link", "set", netns.PEER_LINK, "down")
+    return routes
+
+
+def restore_link(cluster: realnode.RealCluster, routes: list[str]) -> None:
+    """Node 2's end up again and every route it had before the cut back."""
+    ns = node_ns(cluster, 2)
+    _ip("-n", ns, "link", "set", netns.PEER_LINK, "up")
+    time.sleep(1)
+    for route in routes:
+        if "proto kernel" not in route:  # the address brings its own back
+            _ip("-n", ns, "route", "replace", *route.split())
