@@ -100,7 +100,7 @@ def engine_image(real_cluster: realnode.RealCluster, need) -> str:
     except RigError as error:
         need(False, f"engine venv unavailable: {error}")
     image = images.engine(lambda m: print(f"[engine-image] {m}"), venv.resolve())
-    images.import_into(realnode.layout(real_cluster.name).containerd_socket, [image], print)
+    umbrella_cpu.import_into_every_node(real_cluster, [image], print)
     return image.ref
 
 

@@ -111,10 +111,7 @@ def raised_pipe_max_size() -> contextlib.AbstractContextManager[None]:
 
 def import_images(cluster: realnode.RealCluster, progress: images.Progress) -> None:
     """The chart's images into every node's containerd (each node has its own)."""
-    built: list[images.Image] = list(curvine_images.all_images(progress))
-    lay = realnode.layout(cluster.name)
-    for node in cluster.nodes or (realconfig.node(cluster.name, 1),):
-        images.import_into(node.home(lay).containerd_socket, built, progress)
+    umbrella_cpu.import_into_every_node(cluster, list(curvine_images.all_images(progress)), progress)
 
 
 def _master_claims(release: str, ns: str, values_file: Path) -> list[tuple[str, int]]:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kvtier import helmyaml, paths, waiting
+from kvtier.cluster.realnode import config as realconfig
 from kvtier.cluster.realnode import diagnosis, images
 from kvtier.cluster.realnode import lifecycle as realnode
 from kvtier.cluster.realnode.client import Kube
@@ -44,6 +45,16 @@ def overlay(cluster: realnode.RealCluster, engine_image: str, backend: str = tie
     values["router"] = {"image": images.chart_image_values(cluster.images["router"])}
     values["cache"]["l2"] = {"eviction": {"image": images.chart_image_values(cluster.images["python"])}}
     return values
+
+
+def import_into_every_node(
+    cluster: realnode.RealCluster, built: list[images.Image], progress: images.Progress
+) -> None:
+    """`built` into each node's own containerd (a pod runs on a node only with its image there); a one-node
+    cluster lists no nodes, and its node 1 is the cluster's folder."""
+    lay = realnode.layout(cluster.name)
+    for node in cluster.nodes or (realconfig.node(cluster.name, 1),):
+        images.import_into(node.home(lay).containerd_socket, built, progress)
 
 
 def hostpath_claim(ns: str, name: str, path: Path, size: str) -> list[dict[str, Any]]:
