@@ -54,10 +54,10 @@ from kvtier.cluster.realnode.curvine_release import Installed
 from kvtier.errors import UserError
 
 FAULTS = ("leader", "follower", "upgrade", "all-at-once", "cut-r1", "back-r1", "cut-r2", "back-r2")
-ROLL = (
-    "master.podAnnotations.kvtier-roll=1",
-    "worker.podAnnotations.kvtier-roll=1",
-)  # rolls, no config change
+ROLL = (  # a string, as the chart's schema wants: `--set` makes 1 a number and helm refuses the upgrade
+    "--set-string", "master.podAnnotations.kvtier-roll=1",
+    "--set-string", "worker.podAnnotations.kvtier-roll=1",
+)  # fmt: skip
 KINDS = (("write", "own"), ("read", "own"), ("read", "other"))
 
 
@@ -84,11 +84,10 @@ def _follower(kube: Kube, installed: Installed) -> dict[str, Any]:
     return {"deleted": standby, "ready_s": round(time.time() - started, 1)}
 
 
-def _upgrade(kube: Kube, installed: Installed, *sets: str) -> dict[str, Any]:
+def _upgrade(kube: Kube, installed: Installed, *flags: str) -> dict[str, Any]:
     started = time.time()
-    flags = [arg for value in sets for arg in ("--set", value)]
     curvine_release.helm_upgrade(kube, installed, *flags)
-    return {"set": list(sets), "upgrade_s": round(time.time() - started, 1)}
+    return {"flags": " ".join(flags), "upgrade_s": round(time.time() - started, 1)}
 
 
 def _all_at_once(kube: Kube, installed: Installed) -> dict[str, Any]:
@@ -135,7 +134,8 @@ class Run:
         try:
             facts = act()
         except Exception as error:  # a fault that could not be produced is reported, not fatal
-            facts = {"not_measured": f"{type(error).__name__}: {error}"[:600]}
+            said = f"{type(error).__name__}: {error}"
+            facts = {"not_measured": said if len(said) < 2000 else f"{said[:1000]} ... {said[-1000:]}"}
         _settle(settle)
         self.windows.append({"fault": name, "start": start, "end": time.time(), "facts": facts})
         self.say(f"fault {name}: {facts}")
@@ -144,23 +144,38 @@ class Run:
         if self.loads:
             self.ops += curvine_faults.ops(self.kube, self.installed, self.loads)
 
+    def leader(self) -> str:
+        """The Raft leader's pod, asked from master-0 (on node 1: it answers while node 2 is cut off)."""
+        try:
+            info = curvine_observe.report(
+                self.kube, self.installed, curvine_release.master_pod(self.installed)
+            )
+            return curvine_observe.leader_pod(info)
+        except Exception as error:
+            return f"unknown: {error}"[:200]
+
     def cut(self) -> dict[str, Any]:
+        leader = self.leader()
         self.routes = curvine_faults.cut_link(self.kube.cluster)
         held = time.time()
         live = curvine_release.live_workers(self.kube, self.installed)  # one look: not yet noticed
         time.sleep(self.args.cut_s)
-        return {"link": "node 2's kvt1 down", "held_s": round(time.time() - held, 1), "live_at_cut": live}
+        return {
+            "link": "node 2's kvt1 down", "held_s": round(time.time() - held, 1), "live_at_cut": live,
+            "leader_before": leader, "leader_during": self.leader(),
+            "live_during": curvine_release.live_workers(self.kube, self.installed),
+        }  # fmt: skip
 
     def back(self) -> dict[str, Any]:
         curvine_faults.restore_link(self.kube.cluster, self.routes)
-        return {"workers_live_s": _workers_live(self.kube, self.installed, 300)}
+        return {"workers_live_s": _workers_live(self.kube, self.installed, 300), "leader": self.leader()}
 
     def replicas_two(self) -> dict[str, Any]:
         """config.replicas 2 with fresh mounts: the load stopped, the upgrade, the node plugins restarted."""
         self.collect()
         curvine_faults.stop_load(self.kube, self.installed, self.loads)
         self.loads = []
-        facts = _upgrade(self.kube, self.installed, "config.replicas=2")
+        facts = _upgrade(self.kube, self.installed, "--set", "config.replicas=2")
         selector = f"app.kubernetes.io/instance={self.installed.release},app.kubernetes.io/component=csi-node"
         self.kube.kubectl("delete", "pods", "-n", self.installed.namespace, "-l", selector)
         _wait_release(self.kube, self.installed)
@@ -214,27 +229,30 @@ def measure(run: Run, faults: list[str]) -> None:
     run.collect()
 
 
-def summarize(run: Run) -> dict[str, Any]:
-    seen = {(x["node"], x["op"], x["of"], x["t"]): x for x in run.ops}
-    run.ops = sorted(seen.values(), key=lambda x: x["t"])
+def summarize(ops: list[dict[str, Any]], windows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each fault's window of the load's ops summed per kind of op (curvine_faults.outage)."""
+    seen = {(x["node"], x["op"], x["of"], x["t"]): x for x in ops}
+    ops = sorted(seen.values(), key=lambda x: x["t"])
     rows = []
-    for window in run.windows:
+    for window in windows:
         kinds = {
-            f"{op} {of}": asdict(curvine_faults.outage(run.ops, op, of, window["start"], window["end"]))
+            f"{op} {of}": asdict(curvine_faults.outage(ops, op, of, window["start"], window["end"]))
             for op, of in KINDS
         }
-        for node in (n.name for n in run.kube.cluster.nodes):
-            mine = [x for x in run.ops if x["node"] == node]
-            kinds[f"read other on {node}"] = asdict(
-                curvine_faults.outage(mine, "read", "other", window["start"], window["end"])
-            )
-        rows.append({**window, "kinds": kinds})
-    wrong = sum(bool(x["wrong"]) for x in run.ops)
-    short = sum(bool(x.get("short")) for x in run.ops)
+        rows.append({k: window[k] for k in ("fault", "start", "end", "facts")} | {"kinds": kinds})
+    wrong = sum(bool(x["wrong"]) for x in ops)
+    short = sum(bool(x.get("short")) for x in ops)
     return {
-        "ops": len(run.ops), "wrong": wrong, "short": short, "rows": rows,
-        "chunk_mib": curvine_faults.CHUNK_MIB, "log": run.ops,
+        "ops": len(ops), "wrong": wrong, "short": short, "rows": rows,
+        "chunk_mib": curvine_faults.CHUNK_MIB, "log": ops,
     }  # fmt: skip
+
+
+def resummarize(folder: Path) -> dict[str, Any]:
+    """A saved run (its curvine-faults.json windows and curvine-faults-ops.jsonl) summed again."""
+    saved = json.loads((folder / "curvine-faults.json").read_text())
+    lines = (folder / "curvine-faults-ops.jsonl").read_text().splitlines()
+    return summarize([json.loads(line) for line in lines], saved["rows"])
 
 
 def run_bench(args: argparse.Namespace, console: Console) -> dict[str, Any]:
@@ -259,17 +277,22 @@ def run_bench(args: argparse.Namespace, console: Console) -> dict[str, Any]:
                     say(f"could not collect the load's logs: {error}")
                 curvine_faults.stop_load(kube, installed, run.loads)
                 curvine_release.remove(kube, installed)
-        return summarize(run)
+        return summarize(run.ops, run.windows)
     finally:
         realnode.down(name, progress=say)
 
 
 def _cell(out: dict[str, Any]) -> str:
-    if not out["ops"]:
+    """Each node's unavailability (node 1 / node 2), then the ops that failed, were short or WRONG."""
+    if not out["ops"] and not any(out["by_node"].values()):
         return "no ops"
-    gone = f"{out['unavailable_s']:.1f} s" + ("" if out["resumed"] else " (not resumed)")
-    return f"{gone}, {out['failed']}/{out['ops']} failed" + (
-        f", {out['wrong']} WRONG" if out["wrong"] else ""
+    gone = " / ".join(f"{s:.1f}" for s in out["by_node"].values()) + " s"
+    said = f"{gone}{'' if out['resumed'] else ' (not resumed)'}; {out['failed']}/{out['ops']} failed"
+    said += f", slowest {out['slowest_ms'] / 1000:.1f} s"
+    return (
+        said
+        + (f", {out['short']} short" if out["short"] else "")
+        + (f", {out['wrong']} WRONG" if out["wrong"] else "")
     )
 
 
@@ -309,6 +332,9 @@ def main() -> int:
     parser.add_argument(
         "--out", type=Path, default=Path("bench-results"), help="folder for curvine-faults.json"
     )
+    parser.add_argument(
+        "--from", dest="saved", type=Path, help="sum a saved run's folder again (no cluster) and show it"
+    )
     args = parser.parse_args()
     console = Console(width=200)
     unknown = [f for f in args.faults if f not in FAULTS]
@@ -316,6 +342,15 @@ def main() -> int:
         console.print(f"[red]curvine fault bench: --faults {','.join(unknown)}: expected some of {FAULTS}")
         return 2
     args.faults = [f for f in FAULTS if f in args.faults]
+    if args.saved:
+        try:
+            payload = resummarize(args.saved)
+        except (OSError, ValueError, KeyError) as error:
+            console.print(f"[red]curvine fault bench: --from {args.saved}: not a saved run ({error})")
+            return 2
+        payload.pop("log")
+        print(json.dumps(payload, indent=2)) if args.output == "json" else show(payload, console)
+        return 0 if payload["wrong"] == 0 else 1
     reasons = realnode.preconditions() + [r for r in [curvine_binaries.missing()] if r]
     if reasons:
         console.print(f"[red]curvine fault bench: cannot run here: {'; '.join(reasons)}")

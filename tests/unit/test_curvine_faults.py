@@ -6,34 +6,51 @@ from __future__ import annotations
 from kvtier.cluster.realnode import curvine_faults
 
 
-def _op(t: float, ok: bool = True, ms: float = 20.0, wrong: bool = False, op: str = "read", **extra) -> dict:
-    line = {"t": t, "node": "n1", "op": op, "of": "other", "ok": ok, "wrong": wrong, "ms": ms}
+def _op(
+    t: float,
+    ok: bool = True,
+    ms: float = 20.0,
+    wrong: bool = False,
+    op: str = "read",
+    node: str = "n1",
+    **extra,
+) -> dict:
+    line = {"t": t, "node": node, "op": op, "of": "other", "ok": ok, "wrong": wrong, "ms": ms}
     return line | extra
 
 
-def test_unavailability_runs_from_the_first_bad_op_to_the_first_good_one_after_the_last() -> None:
+def test_unavailability_is_the_time_spent_in_failing_or_stalled_ops_on_the_worse_node() -> None:
     lines = [
         _op(0.0),
-        _op(1.0, ok=False, errno=5, error="EIO: Input/output error"),
+        _op(1.0, ok=False, errno=5, error="EIO: Input/output error"),  # bad until the next op, 2.0
         _op(2.0),
-        _op(3.0, ms=8000),  # ended well, but too slow to count as available
-        _op(12.0),
+        _op(3.0, ms=8000),  # ended well, but too slow to count as available: 3.0 to the next op, 12.0
+        _op(12.0, ok=False, short=True, error="read 0 of 2097152 bytes"),  # a short read: counted apart
         _op(13.0),
         _op(14.0, op="write"),
+        _op(1.0, node="n2", ok=False, error="EIO"),  # the other node: 1.0 to 1.5 only
+        _op(1.5, node="n2"),
     ]
     out = curvine_faults.outage(lines, "read", "other", 0.5, 20.0)
-    assert (out.ops, out.failed, out.wrong, out.unavailable_s, out.resumed) == (5, 1, 0, 11.0, True)
-    assert out.errors == {"n1: EIO: Input/output error": 1} and out.slowest_ms == 8000
+    assert (out.ops, out.failed, out.short, out.wrong, out.unavailable_s, out.resumed) == (
+        7,
+        3,
+        1,
+        0,
+        10.0,
+        True,
+    )
+    assert out.errors["n1: EIO: Input/output error"] == 1 and out.slowest_ms == 8000
 
 
-def test_wrong_bytes_are_counted_apart_from_failures_and_an_open_outage_runs_to_the_window_end() -> None:
+def test_an_op_stalled_across_the_window_counts_and_wrong_bytes_apart_from_failures() -> None:
     lines = [
-        _op(1.0, ok=False, wrong=True, error="differ"),
-        _op(1.5, ok=False, short=True, error="read 0 of 2097152 bytes"),
-        _op(2.0, ok=False, error="EIO"),
+        _op(-30.0, ms=45_000),  # started before the window, still hanging 15 s into it
+        _op(15.0, ok=False, wrong=True, error="differ"),
+        _op(16.0, ok=False, error="EIO"),  # the last op, 20 ms: not resumed
     ]
-    out = curvine_faults.outage(lines, "read", "other", 0.0, 10.0)
-    assert (out.failed, out.wrong, out.short, out.unavailable_s, out.resumed) == (3, 1, 1, 9.0, False)
+    out = curvine_faults.outage(lines, "read", "other", 0.0, 20.0)
+    assert (out.ops, out.failed, out.wrong, out.unavailable_s, out.resumed) == (2, 2, 1, 16.0, False)
 
 
 def test_a_quiet_window_has_no_outage() -> None:

@@ -29,7 +29,7 @@ from kvtier.errors import UserError
 CHUNK_MIB = 2  # small: two shared cores, and each op's latency is the time resolution of an outage
 KEEP = 4  # own chunks kept; older ones are unlinked so the 2GB worker folders never fill
 PAUSE_S = 0.3
-SLOW_S = 5.0  # an op this slow counts as unavailable even when it ends well
+SLOW_S = 5.0  # an op this slow counts as unavailable even when it ends well (a stalled engine)
 
 # NODE and MIB are replaced; the other node's chunks are found by listing (a metadata read too).
 LOAD = """
@@ -185,39 +185,60 @@ def ops(kube: Kube, installed: Installed, names: list[str]) -> list[dict[str, An
 
 @dataclass(frozen=True)
 class Outage:
-    """What one kind of op (write, or read of own / other's chunks) saw between two instants."""
+    """What one kind of op (write, or read of own / other's chunks) saw in a window."""
 
-    ops: int
-    failed: int
+    ops: int  # started in the window
+    failed: int  # of those, ended in an error (short and wrong reads included)
     wrong: int  # bytes that differ from what was written: the goal is 0
     short: int  # fewer bytes than written, those right (a reader that checks sizes sees a miss)
-    unavailable_s: float  # first failed (or slow) op's start -> start of the first good op after the last
-    resumed: bool  # a good op came after the last bad one inside the window
+    unavailable_s: float  # the worse node's time inside the window spent in an erroring or slow op
+    by_node: dict[str, float]  # each node's
+    resumed: bool  # on every node, the last op in the window ended well
     slowest_ms: float
     errors: dict[str, int]
 
 
+def _bad(line: dict[str, Any]) -> bool:
+    """An op that counts as unavailability: an error other than a short read (those come without any
+    fault: see docs/curvine-fuse.md), or one slower than SLOW_S."""
+    return (not line["ok"] and not line.get("short")) or line["ms"] / 1000 > SLOW_S
+
+
+def _unavailable(mine: list[dict[str, Any]], start: float, end: float) -> tuple[float, bool]:
+    """One node's ops of one kind, in start order (each thread runs one at a time): the time inside
+    [start, end) from each bad op's start to the next op's (or its own end), and whether the last op
+    that started before `end` ended well."""
+    total, resumed = 0.0, True
+    for i, line in enumerate(mine):
+        if line["t"] >= end:
+            break
+        resumed = not _bad(line)
+        if resumed:
+            continue
+        until = mine[i + 1]["t"] if i + 1 < len(mine) else line["t"] + line["ms"] / 1000
+        total += max(0.0, min(until, end) - max(line["t"], start))
+    return total, resumed
+
+
 def outage(lines: list[dict[str, Any]], op: str, of: str, start: float, end: float) -> Outage:
-    """The ops of kind (op, of) that started in [start, end), summed; see Outage."""
-    window = [x for x in lines if x["op"] == op and x["of"] == of and start <= x["t"] < end]
-    bad = [x for x in window if not x["ok"] or x["ms"] / 1000 > SLOW_S]
+    """The ops of kind (op, of) summed over [start, end); see Outage."""
+    kind = [x for x in lines if x["op"] == op and x["of"] == of]
+    window = [x for x in kind if start <= x["t"] < end]
     errors: dict[str, int] = {}
     for x in window:
         if not x["ok"]:
             key = f"{x.get('node', '')}: {x.get('error', '?')}"[:120]
             errors[key] = errors.get(key, 0) + 1
-    unavailable, resumed = 0.0, True
-    if bad:
-        after = [x for x in window if x["t"] > bad[-1]["t"] and x["ok"] and x["ms"] / 1000 <= SLOW_S]
-        resumed = bool(after)
-        unavailable = (after[0]["t"] if after else end) - bad[0]["t"]
+    nodes = sorted({x["node"] for x in kind})
+    per_node = [_unavailable([x for x in kind if x["node"] == n], start, end) for n in nodes]
     return Outage(
         ops=len(window),
         failed=sum(not x["ok"] for x in window),
         wrong=sum(bool(x["wrong"]) for x in window),
         short=sum(bool(x.get("short")) for x in window),
-        unavailable_s=round(unavailable, 1),
-        resumed=resumed,
+        unavailable_s=round(max((u for u, _ in per_node), default=0.0), 1),
+        by_node={n: round(u, 1) for n, (u, _) in zip(nodes, per_node, strict=True)},
+        resumed=all(r for _, r in per_node),
         slowest_ms=max((x["ms"] for x in window), default=0.0),
         errors=errors,
     )
