@@ -127,10 +127,11 @@ class Run:
         self.windows: list[dict[str, Any]] = []
         self.routes: list[str] = []
         self.ops: list[dict[str, Any]] = []
+        self.windows_start = 0.0  # when the current fault's window began
 
     def fault(self, name: str, act: Callable[[], dict[str, Any]], settle: float) -> None:
         self.say(f"fault {name}")
-        start = time.time()
+        start = self.windows_start = time.time()
         try:
             facts = act()
         except Exception as error:  # a fault that could not be produced is reported, not fatal
@@ -158,10 +159,12 @@ class Run:
         leader = self.leader()
         self.routes = curvine_faults.cut_link(self.kube.cluster)
         held = time.time()
+        cut_at = held - self.windows_start
         live = curvine_release.live_workers(self.kube, self.installed)  # one look: not yet noticed
         time.sleep(self.args.cut_s)
         return {
-            "link": "node 2's kvt1 down", "held_s": round(time.time() - held, 1), "live_at_cut": live,
+            "link": "node 2's kvt1 down", "cut_after_s": round(cut_at, 1),
+            "held_s": round(time.time() - held, 1), "live_at_cut": live,
             "leader_before": leader, "leader_during": self.leader(),
             "live_during": curvine_release.live_workers(self.kube, self.installed),
         }  # fmt: skip
@@ -179,7 +182,7 @@ class Run:
         selector = f"app.kubernetes.io/instance={self.installed.release},app.kubernetes.io/component=csi-node"
         self.kube.kubectl("delete", "pods", "-n", self.installed.namespace, "-l", selector)
         _wait_release(self.kube, self.installed)
-        self.loads = curvine_faults.start_load(self.kube, self.installed)
+        self.loads = curvine_faults.start_load(self.kube, self.installed, generation=2)
         time.sleep(self.args.settle_s)
         facts["node2_chunk_hosts"] = self.chunk_hosts()
         return facts

@@ -34,7 +34,7 @@ SLOW_S = 5.0  # an op this slow counts as unavailable even when it ends well (a 
 # NODE and MIB are replaced; the other node's chunks are found by listing (a metadata read too).
 LOAD = """
 import errno, hashlib, json, mmap, os, re, sys, threading, time
-NODE, MIB, KEEP, PAUSE = 'NODE_', MIB_, KEEP_, PAUSE_
+NODE, MIB, KEEP, PAUSE, GEN = 'NODE_', MIB_, KEEP_, PAUSE_, 'GEN_'
 SIZE = MIB << 20
 DIR = '/l2/ns'
 lock = threading.Lock()
@@ -88,11 +88,11 @@ def read(name):
     return bytes(buf[:n])
 
 def newest(node):
-    pattern = re.compile(node + r'-(\\d+)\\.data')
+    pattern = re.compile(re.escape(f'{node}.{GEN}') + r'-(\\d+)\\.data')
     seqs = [int(m.group(1)) for m in map(pattern.fullmatch, os.listdir(DIR)) if m]
     if not seqs:
         raise FileNotFoundError(errno.ENOENT, f'no chunk of {node} listed')
-    return f'{node}-{max(seqs)}.data'
+    return f'{node}.{GEN}-{max(seqs)}.data'
 
 def named(out, name):
     out['name'] = name
@@ -104,11 +104,11 @@ def writer():
     seq = 0
     while True:
         seq += 1
-        name = f'{NODE}-{seq}.data'
+        name = f'{NODE}.{GEN}-{seq}.data'
         if timed('write', 'own', lambda out: write(named(out, name))):
             latest[0] = name
             try:
-                os.unlink(f'{DIR}/{NODE}-{seq - KEEP}.data')
+                os.unlink(f'{DIR}/{NODE}.{GEN}-{seq - KEEP}.data')
             except OSError:
                 pass
         time.sleep(PAUSE)
@@ -128,9 +128,13 @@ reader(sys.argv[1])
 """
 
 
-def load_script(node: str) -> str:
+def load_script(node: str, generation: int = 1) -> str:
+    """The load for `node`; its chunks are named <node>.<generation>-<seq>.data, and it reads only the
+    other node's chunks of the same generation (a restarted load must not read the old load's chunks,
+    written under another configuration)."""
     return (
         textwrap.dedent(LOAD)
+        .replace("GEN_", str(generation))
         .replace("NODE_", node)
         .replace("MIB_", str(CHUNK_MIB))
         .replace("KEEP_", str(KEEP))
@@ -150,14 +154,14 @@ def pod_name(node: str) -> str:
     return f"load-{node}"
 
 
-def start_load(kube: Kube, installed: Installed) -> list[str]:
+def start_load(kube: Kube, installed: Installed, generation: int = 1) -> list[str]:
     """A load pod on each node (the other node's name as its argument), Running; their names."""
     claim = chart_claim(kube, installed)
     nodes = [n.name for n in kube.cluster.nodes]
     names = []
     for node, other in zip(nodes, reversed(nodes), strict=True):
         name = pod_name(node)
-        argv = ["-c", load_script(node), other]
+        argv = ["-c", load_script(node, generation), other]
         pod = curvine_release.consumer_pod(kube.cluster, installed.namespace, name, claim, argv, node)
         kube.kubectl("apply", "-f", "-", stdin=json.dumps(pod))
         names.append(name)
