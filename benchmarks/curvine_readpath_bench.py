@@ -19,7 +19,8 @@ The page cache is dropped (/proc/sys/vm/drop_caches) before every timed pass, wh
 read comes from the disk; the backends alternate pass by pass and the order flips each round, so a noisy
 neighbour hits all of them. Every read's bytes are compared with what was written.
 
-    sudo .venv/bin/python benchmarks/curvine_readpath_bench.py [--quick] [--chunks 8] [--rounds 3] [--out DIR]
+    sudo .venv/bin/python benchmarks/curvine_readpath_bench.py [--quick | --setting '1MB x8 p1' ...]
+        [--chunks 8] [--rounds 3] [--out DIR]
 
 Exit 0 when the best setting the worker accepts meets issue 63's goals (a cross-node chunk read within 1.5x
 of the stand-in, a same-node one within 1.25x, through FUSE, both open modes), 1 when not, 2 when Curvine
@@ -390,14 +391,41 @@ def measure(cluster: Cluster, setting: Setting, names: list[str], digests: list[
             "cli A": lambda: cli_reads(cluster, NODE_A, conf_path, names),
         }
         samples: dict[str, list[float]] = {}
+        # CPU each Curvine process used per chunk in each pass, and how long it waited for a CPU.
+        pids = {
+            "worker A": cluster.procs[3].pid,
+            "fuse B": mounts["B"].proc.pid,
+            "fuse A": mounts["A"].proc.pid,
+        }
+        cpu: dict[str, dict[str, dict[str, float]]] = {}
         for key in list(passes) if r % 2 == 0 else list(reversed(passes)):
             drop_caches()
+            before = {n: sched_ms(pid) for n, pid in pids.items()}
             samples[key] = passes[key]()
-        save_metrics(cluster.work / "metrics" / setting.name.replace(" ", "_") / f"round-{r + 1}")
+            cpu[key] = {
+                n: {k: (sched_ms(pid)[k] - before[n][k]) / len(names) for k in before[n]}
+                for n, pid in pids.items()
+            }
+        folder = cluster.work / "metrics" / setting.name.replace(" ", "_") / f"round-{r + 1}"
+        save_metrics(folder)
+        (folder / "cpu-per-chunk.json").write_text(json.dumps(cpu, indent=1) + "\n")
     finally:
         for m in mounts.values():
             m.close()
     return samples
+
+
+def sched_ms(pid: int) -> dict[str, float]:
+    """A process's CPU time and time spent runnable but waiting for a CPU, all its threads (schedstat)."""
+    total = {"run_ms": 0.0, "wait_ms": 0.0}
+    for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+        try:
+            run, wait, _ = stat.read_text().split()
+        except (OSError, ValueError):
+            continue  # a thread that ended meanwhile
+        total["run_ms"] += int(run) / 1e6
+        total["wait_ms"] += int(wait) / 1e6
+    return total
 
 
 def save_metrics(folder: Path) -> None:
@@ -475,6 +503,12 @@ def run(args: argparse.Namespace, console: Console) -> int:
         console.print(f"[red]cannot start Curvine: {err}")
         return 2
     settings = QUICK if args.quick else SWEEP
+    if args.setting:
+        settings = [s for s in SWEEP if s.name in args.setting]
+        if len(settings) != len(set(args.setting)):
+            known = ", ".join(repr(s.name) for s in SWEEP)
+            console.print(f"[red]--setting {args.setting}: expected names among {known}")
+            return 2
     work = Path(tempfile.mkdtemp(prefix="curvine-readpath.", dir=args.workdir))
     console.print(f"work folder: {work}")
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
@@ -551,6 +585,10 @@ def main() -> int:
     parser.add_argument(
         "--quick", action="store_true", help="the upstream defaults and the front runners only"
     )
+    parser.add_argument(
+        "--setting", action="append", default=[], metavar="NAME",
+        help="only this setting of the sweep, by its name (repeatable), e.g. '1MB x8 p1'",
+    )  # fmt: skip
     parser.add_argument("--chunks", type=int, default=8, help="14 MiB chunk files (default 8)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds per setting (default 3)")
     parser.add_argument(
