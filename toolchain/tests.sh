@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Every test kind for `make test`, in three pytest runs side by side on the two cores:
 #   engines  the engine kind (vLLM engines on the rig);
-#   node     the node kind (the real node's Curvine and umbrella, one real node at a time), then unit and
-#            the two longest render modules;
+#   engines  the engine kind (vLLM engines on the rig), then the two longest render modules and the CLI fuzz;
+#   node     the node kind (the real node's Curvine and umbrella, one and two real nodes at a time), then
+#            the other unit modules;
 #   control  cluster and the other charts modules: the KWOK control plane and Helm renders.
 # Each run waits much of its time (engines starting, pods becoming Ready, the control plane answering), so
 # three fill the two cores better than two. The lanes are balanced by the seconds per module their last
-# runs printed (docs/ci-times.md): on 2026-12-06 (a slower two-core machine) engines 4,482 s, control
-# 4,426 s, node 4,079 s, so the render modules (275 s there) moved from engines to node.
+# runs printed (docs/ci-times.md): on 2026-12-06 engines 2,498 s, control 2,737 s, node 2,991 s, and the
+# two-node umbrella (776-1,102 s, 2026-12-07) joined the node run, so the render modules (about 275 s) and
+# the CLI fuzz (about 280 s) moved from node to engines.
 # Each line carries its run's name; each run prints its slowest tests and its seconds per module, and logs
 # its own wall and CPU time as a phase (tests-engines, tests-node, tests-control).
 # Exit status: the first failed run's, in the order engines, node, control.
@@ -28,11 +30,12 @@ lane() { # lane NAME PYTEST-ARGS...
     tee "$logs/$name.log" | sed -u "s/^/[$name] /"
 }
 
-# The two longest render modules (about 275 s) run last in the node lane, which ends first.
+# The two longest render modules (about 275 s) and the CLI fuzz (about 280 s) run last in the engines lane.
 moved=(tests/charts/test_string_rendering.py tests/charts/test_unittest_generated.py)
-lane engines tests/engine -p no:cacheprovider &
+fuzz=tests/unit/test_cli_fuzz.py
+lane engines tests/engine "${moved[@]}" "$fuzz" -p no:cacheprovider &
 engines=$!
-lane node tests/node tests/unit "${moved[@]}" -p no:cacheprovider &
+lane node tests/node tests/unit "--ignore=$fuzz" -p no:cacheprovider &
 node=$!
 # No cache provider: runs writing .pytest_cache at their ends would race.
 lane control tests/cluster tests/charts "${moved[@]/#/--ignore=}" -p no:cacheprovider &
