@@ -247,3 +247,47 @@ def test_a_temp_name_taken_by_another_writer_is_left_to_it(tmp_path: Path, monke
     with pytest.raises(FileExistsError):
         l2_blocks.store_block(final, "chunk", block, 0)
     assert taken.read_bytes() == b"another writer's bytes" and not os.path.exists(final)
+
+
+def _short_chunk(tmp_path: Path, age_s: float) -> str:
+    """A stored chunk cut to half, last modified `age_s` ago."""
+    [path] = store(tmp_path, names(1), cpu_tier(1), 0)
+    data = Path(path).read_bytes()
+    Path(path).write_bytes(data[: len(data) // 2])
+    when = os.stat(path).st_mtime - age_s
+    os.utime(path, (when, when))
+    return path
+
+
+def test_a_short_chunk_just_written_is_a_miss_but_kept_for_its_writers_release(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Curvine completes a renamed chunk when the writer's handle is released, after close() returned: a
+    reader in between sees it short (docs/curvine-fuse.md). Removing it then would lose a good chunk."""
+    path = _short_chunk(tmp_path, age_s=1)
+    rejections = l2_integrity.Rejections()
+    with caplog.at_level(logging.WARNING, logger="kvtier.l2"), pytest.raises(OSError):
+        l2_native.load_blocks(str(tmp_path), [path], cpu_tier(1), [0], BLOCK, 0, rejections)
+    assert rejections.counts == {l2_integrity.SHORT: 1}
+    assert Path(path).exists()
+    assert "served as a miss and kept" in caplog.text
+
+
+@pytest.mark.parametrize("age_s", [l2_integrity.SETTLING_S + 5, -(l2_integrity.SETTLING_S + 5)])
+def test_a_short_chunk_older_than_the_settling_time_is_removed(tmp_path: Path, age_s: float) -> None:
+    path = _short_chunk(tmp_path, age_s=age_s)
+    rejections = l2_integrity.Rejections()
+    with pytest.raises(OSError):
+        l2_native.load_blocks(str(tmp_path), [path], cpu_tier(1), [0], BLOCK, 0, rejections)
+    assert rejections.counts == {l2_integrity.SHORT: 1}
+    assert not Path(path).exists()
+
+
+def test_a_changed_chunk_just_written_is_removed_at_once(tmp_path: Path) -> None:
+    [path] = store(tmp_path, names(1), cpu_tier(1), 0)
+    data = bytearray(Path(path).read_bytes())
+    data[7] ^= 1
+    Path(path).write_bytes(bytes(data))
+    with pytest.raises(OSError):
+        l2_native.load_blocks(str(tmp_path), [path], cpu_tier(1), [0], BLOCK, 0, l2_integrity.Rejections())
+    assert not Path(path).exists()

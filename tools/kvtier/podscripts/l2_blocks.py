@@ -9,7 +9,6 @@ open file, and checks the digest. The page keeps O_DIRECT's alignment for KV row
 from __future__ import annotations
 
 import contextlib
-import logging
 import mmap
 import os
 import secrets
@@ -22,7 +21,6 @@ except ImportError:  # in the engine pod: a top-level module beside l2_integrity
 
 PAGE = l2_integrity.PAGE_BYTES
 
-log = logging.getLogger("kvtier.l2")
 _local = threading.local()
 
 
@@ -87,18 +85,9 @@ def load_block(path: str, name: str, block: memoryview, o_direct: int) -> str | 
 
 
 def reject(path: str, why: str, rejections: l2_integrity.Rejections) -> None:
-    """Count, log and remove a chunk file that failed verification (the next store writes a good one)."""
-    rejections.add(why)
-    log.error(
-        "L2 chunk %s failed verification (%s), served as a miss and removed; rejected so far: %s",
-        path,
-        why,
-        dict(rejections.counts),
-    )
-    try:
-        os.remove(path)
-    except OSError as error:
-        log.warning("could not remove rejected L2 chunk %s: %s", path, error)
+    """Count, log and remove a chunk file that failed verification (the next store writes a good one),
+    unless it is short and young (l2_integrity.dispose)."""
+    l2_integrity.dispose(path, why, rejections)
 
 
 def missing_state(writer: object, attributes: tuple[str, ...], books: tuple[str, ...]) -> list[str]:

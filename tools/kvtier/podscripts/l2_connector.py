@@ -245,17 +245,7 @@ def _build_connector_class() -> type:
                 log.error("L2 chunk %s unreadable, served as a miss: %s", path, error)
                 return None
             if why is not None:
-                self.rejections.add(why)
-                log.error(
-                    "L2 chunk %s failed verification (%s), served as a miss and removed; rejected so far: %s",
-                    path,
-                    why,
-                    dict(self.rejections.counts),
-                )
-                try:
-                    os.remove(path)
-                except OSError as error:
-                    log.warning("could not remove rejected L2 chunk %s: %s", path, error)
+                l2_integrity.dispose(str(path), why, self.rejections)
             return memory_obj
 
         async def put(self, key: Any, memory_obj: Any) -> None:

@@ -24,7 +24,10 @@ length, so it still reads sealed files.
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
+import time
 from collections import Counter
 from typing import Any
 
@@ -38,6 +41,13 @@ PAGE_BYTES = 4096
 UNSEALED = "unsealed"  # exactly header + KV: written without integrity (before it was on, or elsewhere)
 MISMATCH = "mismatch"  # trailer present, bytes changed since they were sealed
 SHORT = "short"  # fewer bytes than the header says: cut short
+# A chunk just renamed into place can read short for a moment on Curvine: its FUSE client completes the file
+# on the master when the writer's handle is released, which the kernel sends after close() has returned
+# (docs/curvine-fuse.md, "Faults across two nodes"). A short chunk this young is a miss but is kept: the
+# next read finds it whole. An older one, or any other refusal, is removed so the next store rewrites it.
+SETTLING_S = 60.0
+
+log = logging.getLogger("kvtier.l2")
 
 
 class Rejections:
@@ -95,3 +105,40 @@ def page_problem(name: str, payload: Any, page: bytes) -> str | None:
     if len(page) > PAGE_BYTES or page[TRAILER_BYTES:].count(0) != PAGE_BYTES - TRAILER_BYTES:
         return MISMATCH
     return problem(name, b"", payload, page[:TRAILER_BYTES])
+
+
+def still_settling(path: str, why: str) -> bool:
+    """Whether refused chunk `path` is short and was modified less than SETTLING_S ago (either way, for
+    clocks a little apart), so its writer's release may still be on the way."""
+    if why != SHORT:
+        return False
+    try:
+        age = time.time() - os.stat(path).st_mtime
+    except OSError:
+        return False
+    return abs(age) < SETTLING_S
+
+
+def dispose(path: str, why: str, rejections: Rejections) -> None:
+    """Count and log a chunk file that failed verification; remove it unless it is still settling."""
+    rejections.add(why)
+    if still_settling(path, why):
+        log.warning(
+            "L2 chunk %s failed verification (%s), served as a miss and kept: written less than %.0f s ago,"
+            " its writer's close may not have reached the file system yet; rejected so far: %s",
+            path,
+            why,
+            SETTLING_S,
+            dict(rejections.counts),
+        )
+        return
+    log.error(
+        "L2 chunk %s failed verification (%s), served as a miss and removed; rejected so far: %s",
+        path,
+        why,
+        dict(rejections.counts),
+    )
+    try:
+        os.remove(path)
+    except OSError as error:
+        log.warning("could not remove rejected L2 chunk %s: %s", path, error)
