@@ -51,7 +51,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from kvtier.cluster.realnode import curvine_binaries
+from kvtier.cluster.realnode import curvine_binaries, pipe_limit
 from kvtier.errors import UserError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -246,18 +246,6 @@ class Cluster:
         self.procs.clear()
 
 
-PIPE_MAX = Path("/proc/sys/fs/pipe-max-size")
-PIPE_NEEDED = 2097152
-
-
-def raise_pipe_max() -> None:
-    """curvine-fuse sizes its splice pipes 1 MiB + 4 KiB, above the default limit (see
-    tools/curvine-real/verify.sh). System-wide: another run on this machine may lower it again, so it is
-    checked before every mount."""
-    if int(PIPE_MAX.read_text()) < PIPE_NEEDED:
-        PIPE_MAX.write_text(f"{PIPE_NEEDED}\n")
-
-
 class Mount:
     """A curvine-fuse mount of FS_DIR claiming `node`, started as curvine-csi v0.4.1's fuse_manager does."""
 
@@ -275,8 +263,7 @@ class Mount:
         ]  # fmt: skip
         log = (cluster.work / f"fuse-{name}.log").open("ab")
         env = os.environ | {"CURVINE_CLIENT_HOSTNAME": node}
-        for _ in range(3):  # a run beside ours may have lowered pipe-max-size just before our start
-            raise_pipe_max()
+        for _ in range(3):  # a slow start beside other runs: try again
             self.proc = subprocess.Popen(argv, cwd=home, stdout=log, stderr=subprocess.STDOUT, env=env)
             for _ in range(100):
                 if os.path.ismount(self.path):
@@ -613,12 +600,9 @@ def main() -> int:
         # Into a network namespace of our own: loopback only, no route out, gone when we exit.
         # exec, not a child: a signal then reaches the process that stops the cluster.
         os.execvpe("unshare", ["unshare", "--net", sys.executable, *sys.argv], os.environ | {NETNS_ENV: "1"})
-    before = PIPE_MAX.read_text()
-    try:
+    # curvine-fuse sizes its splice pipes above the default limit: raised while this or another run needs it.
+    with pipe_limit.raised():
         return run(args, console)
-    finally:
-        if PIPE_MAX.read_text().strip() == str(PIPE_NEEDED):
-            PIPE_MAX.write_text(before)
 
 
 if __name__ == "__main__":
