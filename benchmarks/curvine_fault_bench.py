@@ -58,7 +58,6 @@ ROLL = (  # a string, as the chart's schema wants: `--set` makes 1 a number and 
     "--set-string", "master.podAnnotations.kvtier-roll=1",
     "--set-string", "worker.podAnnotations.kvtier-roll=1",
 )  # fmt: skip
-KINDS = (("write", "own"), ("read", "own"), ("read", "other"))
 
 
 def _settle(seconds: float) -> None:
@@ -240,7 +239,7 @@ def summarize(ops: list[dict[str, Any]], windows: list[dict[str, Any]]) -> dict[
     for window in windows:
         kinds = {
             f"{op} {of}": asdict(curvine_faults.outage(ops, op, of, window["start"], window["end"]))
-            for op, of in KINDS
+            for op, of in curvine_faults.KINDS
         }
         rows.append({k: window[k] for k in ("fault", "start", "end", "facts")} | {"kinds": kinds})
     wrong = sum(bool(x["wrong"]) for x in ops)

@@ -30,6 +30,7 @@ CHUNK_MIB = 2  # small: two shared cores, and each op's latency is the time reso
 KEEP = 4  # own chunks kept; older ones are unlinked so the 2GB worker folders never fill
 PAUSE_S = 0.3
 SLOW_S = 5.0  # an op this slow counts as unavailable even when it ends well (a stalled engine)
+KINDS = (("write", "own"), ("read", "own"), ("read", "other"))  # (op, of) of the load's lines
 
 # NODE and MIB are replaced; the other node's chunks are found by listing (a metadata read too).
 LOAD = """
