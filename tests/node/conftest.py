@@ -22,6 +22,8 @@ from kvtier import helm, paths
 from kvtier.cluster.realnode import curvine_binaries, curvine_release, images, nodebins, umbrella_cpu
 from kvtier.cluster.realnode import lifecycle as realnode
 from kvtier.cluster.realnode.client import Kube
+from kvtier.engine_rig import rig as engine_rig
+from kvtier.engine_rig.errors import RigError
 
 START_TIMEOUT = float(os.environ.get("KVTIER_CLUSTER_TIMEOUT", "300"))
 
@@ -68,6 +70,49 @@ def _own_cluster(suffix: str, nodes: int = 1) -> Iterator[realnode.RealCluster]:
 def own_cluster(node_programs) -> Callable[..., AbstractContextManager[realnode.RealCluster]]:
     """For a module that needs a cluster of its own: `with own_cluster("-two", nodes=2) as cluster:`."""
     return _own_cluster
+
+
+@contextmanager
+def _spread_curvine(kube: Kube, prefix: str) -> Iterator[curvine_release.Installed]:
+    """charts/curvine laid out as production runs it on a two-node cluster (install(spread=True)), release
+    `<prefix>-<pid>`, removed at the end."""
+    with curvine_release.raised_pipe_max_size():
+        installed = curvine_release.install(
+            kube, f"{prefix}-{os.getpid()}", lambda m: print(f"[curvine] {m}"), spread=True
+        )
+        try:
+            yield installed
+        finally:
+            # The tests' own pods first: one a failure left behind would hold the chart's claim.
+            ours = "!app.kubernetes.io/instance"
+            kube.kubectl("delete", "pods", "-n", installed.namespace, "-l", ours, "--wait=false", check=False)
+            curvine_release.remove(kube, installed)
+
+
+@pytest.fixture(scope="session")
+def spread_curvine(need) -> Callable[[Kube, str], AbstractContextManager[curvine_release.Installed]]:
+    """For a module with a two-node cluster of its own: `with spread_curvine(kube, "curvine2") as installed:`.
+    Needs the Curvine binaries (KVTIER_CURVINE_BIN or ../shared beside the checkout)."""
+    reason = curvine_binaries.missing()
+    need(not reason, reason)
+    return _spread_curvine
+
+
+@pytest.fixture(scope="session")
+def engine_image_in(need) -> Callable[[realnode.RealCluster], str]:
+    """`engine_image_in(cluster)`: the engine image (the engine venv on a Debian base, built once per venv)
+    imported into every node of `cluster`; its reference."""
+    try:
+        venv = engine_rig.engine_python().parent.parent
+    except RigError as error:
+        need(False, f"engine venv unavailable: {error}")
+
+    def imported(cluster: realnode.RealCluster) -> str:
+        image = images.engine(lambda m: print(f"[engine-image] {m}"), venv.resolve())
+        umbrella_cpu.import_into_every_node(cluster, [image], print)
+        return image.ref
+
+    return imported
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import secrets
 import textwrap
 import time
@@ -21,7 +20,6 @@ from collections.abc import Iterator
 import pytest
 
 from kvtier.cluster.realnode import (
-    curvine_binaries,
     curvine_failover,
     curvine_faults,
     curvine_observe,
@@ -45,20 +43,9 @@ def kube2(two_nodes: realnode.RealCluster) -> Kube:
 
 
 @pytest.fixture(scope="module")
-def spread(kube2: Kube, need) -> Iterator[curvine_release.Installed]:
-    reason = curvine_binaries.missing()
-    need(not reason, reason)
-    with curvine_release.raised_pipe_max_size():
-        installed = curvine_release.install(
-            kube2, f"curvine2-{os.getpid()}", lambda m: print(f"[curvine] {m}"), spread=True
-        )
-        try:
-            yield installed
-        finally:
-            # The test's own pods first: one a failure left behind would hold the chart's claim.
-            ours = "!app.kubernetes.io/instance"
-            kube2.kubectl("delete", "pods", "-n", installed.namespace, "-l", ours, "--wait=false")
-            curvine_release.remove(kube2, installed)
+def spread(kube2: Kube, spread_curvine) -> Iterator[curvine_release.Installed]:
+    with spread_curvine(kube2, "curvine2") as installed:
+        yield installed
 
 
 def _node_names(kube: Kube) -> tuple[str, str]:

@@ -27,12 +27,11 @@ import pytest
 import yaml
 
 from kvtier import helm, paths
-from kvtier.cluster.realnode import curvine_binaries, curvine_observe, curvine_release, images, umbrella_cpu
+from kvtier.cluster.realnode import curvine_observe, curvine_release, umbrella_cpu
 from kvtier.cluster.realnode import lifecycle as realnode
 from kvtier.cluster.realnode.client import Kube
 from kvtier.engine_rig import rig as engine_rig
 from kvtier.engine_rig import tiers
-from kvtier.engine_rig.errors import RigError
 from kvtier.podscripts import kvcheck
 
 RELEASE = "kv"
@@ -58,28 +57,14 @@ def kube2(two_nodes: realnode.RealCluster) -> Kube:
 
 
 @pytest.fixture(scope="module")
-def curvine(kube2: Kube, need) -> Iterator[curvine_release.Installed]:
-    reason = curvine_binaries.missing()
-    need(not reason, reason)
-    with curvine_release.raised_pipe_max_size():
-        installed = curvine_release.install(
-            kube2, f"curvine-um-{os.getpid()}", lambda m: print(f"[curvine] {m}"), spread=True
-        )
-        try:
-            yield installed
-        finally:
-            curvine_release.remove(kube2, installed)
+def curvine(kube2: Kube, spread_curvine) -> Iterator[curvine_release.Installed]:
+    with spread_curvine(kube2, "curvine-um") as installed:
+        yield installed
 
 
 @pytest.fixture(scope="module")
-def engine_image(two_nodes: realnode.RealCluster, need) -> str:
-    try:
-        venv = engine_rig.engine_python().parent.parent
-    except RigError as error:
-        need(False, f"engine venv unavailable: {error}")
-    image = images.engine(lambda m: print(f"[engine-image] {m}"), venv.resolve())
-    umbrella_cpu.import_into_every_node(two_nodes, [image], print)
-    return image.ref
+def engine_image(two_nodes: realnode.RealCluster, engine_image_in) -> str:
+    return str(engine_image_in(two_nodes))
 
 
 def _overlay(cluster: realnode.RealCluster, engine_image: str, backend: str) -> dict[str, Any]:

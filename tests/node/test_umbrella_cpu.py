@@ -27,11 +27,10 @@ import pytest
 import yaml
 
 from kvtier import helm, paths
-from kvtier.cluster.realnode import images, umbrella_cpu
 from kvtier.cluster.realnode import lifecycle as realnode
+from kvtier.cluster.realnode import umbrella_cpu
 from kvtier.engine_rig import rig as engine_rig
 from kvtier.engine_rig import tiers
-from kvtier.engine_rig.errors import RigError
 from kvtier.load import experiment
 from kvtier.podscripts import kvcheck
 from kvtier.validate.inputs.merge import merge_layers
@@ -94,14 +93,8 @@ class Install:
 
 
 @pytest.fixture(scope="module")
-def engine_image(real_cluster: realnode.RealCluster, need) -> str:
-    try:
-        venv = engine_rig.engine_python().parent.parent
-    except RigError as error:
-        need(False, f"engine venv unavailable: {error}")
-    image = images.engine(lambda m: print(f"[engine-image] {m}"), venv.resolve())
-    umbrella_cpu.import_into_every_node(real_cluster, [image], print)
-    return image.ref
+def engine_image(real_cluster: realnode.RealCluster, engine_image_in) -> str:
+    return str(engine_image_in(real_cluster))
 
 
 @pytest.fixture(scope="module")
