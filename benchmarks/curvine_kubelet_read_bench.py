@@ -50,6 +50,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kvtier.bench.schedstat import sched_ms
 from kvtier.cluster.realnode import curvine_binaries, curvine_observe, curvine_release, netns
 from kvtier.cluster.realnode import lifecycle as realnode
 from kvtier.cluster.realnode.client import Kube
@@ -251,19 +252,6 @@ def link_facts(cluster: realnode.RealCluster) -> dict[str, Any]:
             "median_gib_s": round(gib_s(statistics.median(times)), 2),
         }
     return facts
-
-
-def sched_ms(pid: int) -> dict[str, float]:
-    """A process's CPU time and time spent runnable but waiting for a CPU, all its threads (schedstat)."""
-    total = {"run_ms": 0.0, "wait_ms": 0.0}
-    for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
-        try:
-            run, wait, _ = stat.read_text().split()
-        except (OSError, ValueError):
-            continue  # a thread that ended meanwhile
-        total["run_ms"] += int(run) / 1e6
-        total["wait_ms"] += int(wait) / 1e6
-    return total
 
 
 def host_pid(kube: Kube, inst: curvine_release.Installed, component: str, node: str, needle: str) -> int:

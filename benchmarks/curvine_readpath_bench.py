@@ -51,6 +51,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from kvtier.bench.schedstat import sched_ms
 from kvtier.cluster.realnode import curvine_binaries, pipe_limit
 from kvtier.errors import UserError
 
@@ -400,19 +401,6 @@ def measure(cluster: Cluster, setting: Setting, names: list[str], digests: list[
         for m in mounts.values():
             m.close()
     return samples
-
-
-def sched_ms(pid: int) -> dict[str, float]:
-    """A process's CPU time and time spent runnable but waiting for a CPU, all its threads (schedstat)."""
-    total = {"run_ms": 0.0, "wait_ms": 0.0}
-    for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
-        try:
-            run, wait, _ = stat.read_text().split()
-        except (OSError, ValueError):
-            continue  # a thread that ended meanwhile
-        total["run_ms"] += int(run) / 1e6
-        total["wait_ms"] += int(wait) / 1e6
-    return total
 
 
 def save_metrics(folder: Path) -> None:
