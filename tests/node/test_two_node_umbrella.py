@@ -214,15 +214,8 @@ def test_the_warm_up_hook_written_on_one_node_is_loaded_on_the_other(kube2, lmca
 
 
 def test_the_umbrellas_helm_test_passes_across_the_nodes(kube2, lmcache: Release) -> None:
-    result = kube2.helm(
-        "helm3", "test", RELEASE, "-n", lmcache.namespace, "--logs", "--timeout", "10m", timeout=700
-    )
-    verdicts = {}
-    for line in result.stdout.splitlines():  # helm prints each pod's log after "POD LOGS: <pod>"
-        if line.startswith("{"):
-            verdict = json.loads(line)
-            verdicts[verdict["check"]] = verdict
-    assert sorted(verdicts) == ["crosspod", "l2-files", "router"], result.stdout[-4000:]
+    verdicts, output = umbrella_cpu.helm_test(kube2, lmcache.namespace, RELEASE)
+    assert sorted(verdicts) == ["crosspod", "l2-files", "router"], output[-4000:]
     assert all(v["ok"] for v in verdicts.values()), verdicts
     hit = verdicts["crosspod"]["b"]["external_hit_tokens"]
     assert hit >= 256 and hit % 256 == 0, verdicts["crosspod"]

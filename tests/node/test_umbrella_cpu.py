@@ -247,16 +247,9 @@ def test_helm_test_runs_every_check_in_real_pods(kube, installed: Install, helm_
     from the chart's ConfigMap; their own output comes back through the kubelet. (Completions through the
     router are the upgrade test's load.)"""
     started = time.monotonic()
-    result = kube.helm(
-        helm_major, "test", RELEASE, "-n", installed.namespace, "--logs", "--timeout", "10m", timeout=700
-    )
+    verdicts, output = umbrella_cpu.helm_test(kube, installed.namespace, RELEASE, helm_major)
     print(f"[umbrella] {helm_major} test: {time.monotonic() - started:.0f} s")
-    verdicts = {}
-    for line in result.stdout.splitlines():  # helm prints each pod's log after "POD LOGS: <pod>"
-        if line.startswith("{"):
-            verdict = json.loads(line)
-            verdicts[verdict["check"]] = verdict
-    assert sorted(verdicts) == ["crosspod", "l2-files", "router"], result.stdout[-4000:]
+    assert sorted(verdicts) == ["crosspod", "l2-files", "router"], output[-4000:]
     assert all(v["ok"] for v in verdicts.values()), verdicts
     # Replica B's first request loaded whole chunks that replica A wrote, through the shared claim.
     hit = verdicts["crosspod"]["b"]["external_hit_tokens"]
@@ -545,13 +538,8 @@ def test_the_native_backend_serves_a_cross_pod_hit_through_the_same_l2(
     try:
         took = umbrella_cpu.rollout(kube, prepared, "install", RELEASE)
         print(f"[umbrella] native backend: helm install --wait and every pod Ready after {took:.0f} s")
-        result = kube.helm("helm3", "test", RELEASE, "-n", ns, "--logs", "--timeout", "10m", timeout=700)
-        verdicts = {}
-        for line in result.stdout.splitlines():
-            if line.startswith("{"):
-                verdict = json.loads(line)
-                verdicts[verdict["check"]] = verdict
-        assert verdicts.get("crosspod", {}).get("ok"), result.stdout[-4000:]
+        verdicts, output = umbrella_cpu.helm_test(kube, ns, RELEASE)
+        assert verdicts.get("crosspod", {}).get("ok"), output[-4000:]
         hit = verdicts["crosspod"]["b"]["external_hit_tokens"]
         assert hit >= 256 and hit % 256 == 0, verdicts["crosspod"]
         print(f"[umbrella] native backend helm test: {verdicts['crosspod']['summary']}")

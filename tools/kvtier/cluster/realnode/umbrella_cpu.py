@@ -169,6 +169,18 @@ def wait_ready(kube: Kube, ns: str, release: str, timeout: float = 900) -> None:
     )
 
 
+def helm_test(kube: Kube, ns: str, release: str, helm_major: str = "helm3") -> tuple[dict[str, Any], str]:
+    """`helm test --logs` of the release: each test pod's JSON verdict by its check (the chart's test
+    scripts print one), and Helm's whole output for a failure's message."""
+    result = kube.helm(helm_major, "test", release, "-n", ns, "--logs", "--timeout", "10m", timeout=700)
+    verdicts = {}
+    for line in result.stdout.splitlines():  # helm prints each pod's log after "POD LOGS: <pod>"
+        if line.startswith("{"):
+            verdict = json.loads(line)
+            verdicts[verdict["check"]] = verdict
+    return verdicts, result.stdout
+
+
 def rollout(kube: Kube, prepared: Prepared, verb: str, release: str, *extra: str) -> float:
     """`helm3 <verb>` (install, upgrade) of the umbrella with values/cpu.yaml, the overlay, then `extra`,
     --wait, and then until every pod is Ready (wait_ready); the seconds it took. A failure's first line
