@@ -9,7 +9,7 @@ faults below come one after another, each followed by a quiet stretch; every op'
 started, how long it took, whether it failed (errno) and whether its bytes were wrong.
 
     .venv/bin/python benchmarks/curvine_fault_bench.py [--faults leader,follower,...] [-o table|json]
-        [--cut-s 60] [--settle-s 20] [--out DIR]
+        [--cut-s 60] [--settle-s 20] [--set KEY=VALUE ...] [--out DIR]
 
 writes DIR/curvine-faults.json (the table's figures) and DIR/curvine-faults-ops.jsonl (every op).
 
@@ -266,7 +266,8 @@ def run_bench(args: argparse.Namespace, console: Console) -> dict[str, Any]:
     try:
         kube = Kube(cluster)
         with curvine_release.raised_pipe_max_size():
-            installed = curvine_release.install(kube, f"faults-{os.getpid()}", say, spread=True)
+            sets = [flag for pair in args.set for flag in ("--set", pair)]
+            installed = curvine_release.install(kube, f"faults-{os.getpid()}", say, *sets, spread=True)
             run = Run(kube, installed, args, say)
             try:
                 measure(run, args.faults)
@@ -330,6 +331,11 @@ def main() -> int:
     )  # fmt: skip
     parser.add_argument("--cut-s", type=float, default=60, help="seconds node 2 stays cut off")
     parser.add_argument("--settle-s", type=float, default=20, help="seconds of load after each fault")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE",
+        help="a chart value for the install (repeatable, as helm's --set), e.g. "
+        "config.client.rpcTimeoutMs=20000; the upgrade faults re-render without it",
+    )  # fmt: skip
     cliopts.add_output(parser, json_alias=False)
     parser.add_argument(
         "--out", type=Path, default=Path("bench-results"), help="folder for curvine-faults.json"
