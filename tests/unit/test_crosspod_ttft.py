@@ -4,17 +4,23 @@ real engines through Curvine: the benchmark itself)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import statistics
+from types import SimpleNamespace
 from typing import Any
 
 import numpy
 import pytest
 from test_kvcheck_fakes import FakeReplica, Reply, as_json, serve
 
+from kvtier import paths
 from kvtier.bench import crosspod_probe, crosspod_summary
+from kvtier.cluster.realnode import config as realconfig
+from kvtier.errors import UserError
 
 CHUNK = 256
+BENCH = paths.ROOT / "benchmarks" / "crosspod_ttft_bench.py"
 
 
 class SharedL2Replica(FakeReplica):
@@ -127,3 +133,53 @@ def test_the_paired_ratio_is_the_median_of_each_numbers_ratio_where_both_hit() -
         statistics.median([2.0, 3.0, 1.0])
     )
     assert crosspod_summary.paired_ratio(candidate[3:4], baseline) is None
+
+
+@pytest.fixture(scope="module")
+def bench() -> Any:
+    spec = importlib.util.spec_from_file_location("crosspod_ttft_bench", BENCH)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class PodsKube:
+    """What the benchmark's `_engines` asks of a cluster: its nodes and `kubectl get pods -o json`."""
+
+    def __init__(self, nodes: int, placed: dict[str, str]) -> None:
+        self.cluster = SimpleNamespace(nodes=realconfig.nodes("xp", nodes))
+        self.placed = placed  # pod name -> node name
+
+    def kubectl(self, *args: str) -> str:
+        items = [
+            {"metadata": {"name": pod}, "spec": {"nodeName": node}, "status": {"podIP": f"10.0.0.{i}"}}
+            for i, (pod, node) in enumerate(self.placed.items(), start=1)
+        ]
+        return json.dumps({"items": items})
+
+
+def test_across_two_nodes_a_is_the_engine_on_node_1_whatever_the_pod_names(bench: Any) -> None:
+    kube = PodsKube(2, {"kv-a": "real-node-2", "kv-b": "real-node"})
+    assert bench._engines(kube, "ns") == ["http://10.0.0.2:8000", "http://10.0.0.1:8000"]
+
+
+def test_across_two_nodes_both_engines_on_one_node_is_refused_with_where_they_ran(bench: Any) -> None:
+    kube = PodsKube(2, {"kv-a": "real-node", "kv-b": "real-node"})
+    with pytest.raises(UserError, match=r"one engine on each of .*'kv-b': 'real-node'.*topologySpread"):
+        bench._engines(kube, "ns")
+
+
+def test_on_one_node_a_and_b_go_by_pod_name(bench: Any) -> None:
+    kube = PodsKube(1, {"kv-b": "real-node", "kv-a": "real-node"})
+    assert bench._engines(kube, "ns") == ["http://10.0.0.2:8000", "http://10.0.0.1:8000"]
+
+
+@pytest.mark.parametrize(("nodes", "ok"), [(1, False), (2, True)])
+def test_the_goal_follows_the_node_count(bench: Any, nodes: int, ok: bool) -> None:
+    def backend(hit: float) -> dict[str, Any]:
+        return {"trials": [{**_trial(hit, 1.0, 512), "number": n} for n in range(3)]}
+
+    payload = {"nodes": nodes, "backends": {"hostPath": backend(0.1), "curvine": backend(0.14)}}
+    assert bench.summarize(payload) is ok
+    assert payload["goal"] == {1: 1.25, 2: 1.5}[nodes]
