@@ -17,9 +17,11 @@ Faults (FAULTS, in this order): the Raft leader's pod deleted; a follower's; eve
 rolled by a `helm upgrade` (a pod annotation) while the load keeps its mounts; every master and worker pod
 deleted at once (what issue 63 saw outside Kubernetes); node 2's link cut (its end of the veth pair down:
 its kubelet, worker, node plugin, master and load pod all unreachable) with `config.replicas: 1`, and
-node 2 back; then, after an upgrade to `config.replicas: 2` with new mounts (the node plugins restarted
-while no pod holds the claim: a FUSE client reads the config when it mounts), the cut and the return
-again.
+node 2 back; node 2 stopped with its link up (its kubelet, containerd and every process of its cgroup
+SIGKILLed, as a power-off: curvine_faults.stop_node) and started again (its containerd and kubelet, as a
+reboot; its load pod started anew when the kubelet does not), still `config.replicas: 1`; then, after an
+upgrade to `config.replicas: 2` with new mounts (the node plugins restarted while no pod holds the claim:
+a FUSE client reads the config when it mounts), the cut and the return again.
 
 Needs root, the node programs (make node-tools) and the Curvine binaries. Exit 0 when no op read wrong
 bytes, 1 when one did, 2 when the cluster or the install cannot start.
@@ -53,7 +55,10 @@ from kvtier.cluster.realnode.client import Kube
 from kvtier.cluster.realnode.curvine_release import Installed
 from kvtier.errors import UserError
 
-FAULTS = ("leader", "follower", "upgrade", "all-at-once", "cut-r1", "back-r1", "cut-r2", "back-r2")
+FAULTS = (
+    "leader", "follower", "upgrade", "all-at-once", "cut-r1", "back-r1", "stop-r1", "start-r1", "cut-r2",
+    "back-r2",
+)  # fmt: skip
 ROLL = (  # a string, as the chart's schema wants: `--set` makes 1 a number and helm refuses the upgrade
     "--set-string", "master.podAnnotations.kvtier-roll=1",
     "--set-string", "worker.podAnnotations.kvtier-roll=1",
@@ -127,6 +132,8 @@ class Run:
         self.routes: list[str] = []
         self.ops: list[dict[str, Any]] = []
         self.windows_start = 0.0  # when the current fault's window began
+        self.generation = 1  # of the load's chunk names
+        self.stopped_at = 0.0
 
     def fault(self, name: str, act: Callable[[], dict[str, Any]], settle: float) -> None:
         self.say(f"fault {name}")
@@ -141,8 +148,11 @@ class Run:
         self.say(f"fault {name}: {facts}")
 
     def collect(self) -> None:
-        if self.loads:
-            self.ops += curvine_faults.ops(self.kube, self.installed, self.loads)
+        for name in self.loads:  # each pod alone: a pod of a stopped node may have no log to give
+            try:
+                self.ops += curvine_faults.ops(self.kube, self.installed, [name])
+            except AssertionError as error:
+                self.say(f"no log from {name}: {str(error)[:300]}")
 
     def leader(self) -> str:
         """The Raft leader's pod, asked from master-0 (on node 1: it answers while node 2 is cut off)."""
@@ -172,6 +182,56 @@ class Run:
         curvine_faults.restore_link(self.kube.cluster, self.routes)
         return {"workers_live_s": _workers_live(self.kube, self.installed, 300), "leader": self.leader()}
 
+    def stop(self) -> dict[str, Any]:
+        """Node 2 powered off, its link up, for --cut-s seconds; the load's lines collected first (node 2's
+        pod may not come back with its log)."""
+        self.collect()
+        leader = self.leader()
+        killed = curvine_faults.stop_node(self.kube.cluster)
+        self.stopped_at = time.time()
+        stop_at = self.stopped_at - self.windows_start
+        time.sleep(self.args.cut_s)
+        return {
+            "stopped": "node 2's kubelet, containerd, every process of its cgroup (SIGKILL)",
+            "processes_killed": killed, "stop_after_s": round(stop_at, 1),
+            "held_s": round(time.time() - self.stopped_at, 1), "leader_before": leader,
+            "leader_during": self.leader(),
+            "live_during": curvine_release.live_workers(self.kube, self.installed),
+        }  # fmt: skip
+
+    def start(self) -> dict[str, Any]:
+        """Node 2 started again: until it is Ready, until both workers are live and until each of its pods
+        runs Ready again (seconds from the start); its load pod started anew when the kubelet did not."""
+        started = time.time()
+        curvine_faults.start_node(self.kube.cluster, self.say)
+        facts: dict[str, Any] = {"node_ready_s": round(time.time() - started, 1)}
+        second = self.kube.cluster.nodes[1].name
+        load = f"{self.installed.namespace}/{curvine_faults.pod_name(second)}"
+        back: dict[str, float] = {}
+        pods: dict[str, dict[str, Any]] = {}
+        live = None
+        while time.time() - started < 300:
+            pods = curvine_faults.node_pods(self.kube, second, self.stopped_at)
+            back |= {
+                k: round(time.time() - started, 1) for k, v in pods.items() if v["back"] and k not in back
+            }
+            if (
+                live is None
+                and curvine_release.live_workers(self.kube, self.installed) >= self.installed.workers
+            ):
+                live = round(time.time() - started, 1)
+            if live is not None and all(k in back for k in pods if k != load):
+                break
+            time.sleep(2)
+        facts |= {"workers_live_s": live, "pods_back_s": back, "leader": self.leader()}
+        facts["pods_not_back"] = {k: v for k, v in pods.items() if k not in back}
+        if load not in back:
+            # a bare pod with restartPolicy Never: nothing but the kubelet would start it again
+            self.loads = [n for n in self.loads if not load.endswith(f"/{n}")]
+            self.loads.append(curvine_faults.replace_load(self.kube, self.installed, 2, self.generation))
+            facts["load_replaced_running_s"] = round(time.time() - started, 1)
+        return facts
+
     def replicas_two(self) -> dict[str, Any]:
         """config.replicas 2 with fresh mounts: the load stopped, the upgrade, the node plugins restarted."""
         self.collect()
@@ -181,6 +241,7 @@ class Run:
         selector = f"app.kubernetes.io/instance={self.installed.release},app.kubernetes.io/component=csi-node"
         self.kube.kubectl("delete", "pods", "-n", self.installed.namespace, "-l", selector)
         _wait_release(self.kube, self.installed)
+        self.generation = 2
         self.loads = curvine_faults.start_load(self.kube, self.installed, generation=2)
         time.sleep(self.args.settle_s)
         facts["node2_chunk_hosts"] = self.chunk_hosts()
@@ -220,6 +281,8 @@ def measure(run: Run, faults: list[str]) -> None:
         "all-at-once": (lambda: _all_at_once(kube, installed), settle),
         "cut-r1": (run.cut, 0),
         "back-r1": (run.back, settle),
+        "stop-r1": (run.stop, 0),
+        "start-r1": (run.start, settle),
         "cut-r2": (run.cut, 0),
         "back-r2": (run.back, settle),
     }

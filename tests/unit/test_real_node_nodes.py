@@ -4,6 +4,9 @@ CoreDNS's entries for every node (the nodes themselves run in tests/node/test_tw
 from __future__ import annotations
 
 import ipaddress
+import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -115,3 +118,49 @@ def test_down_touches_only_its_own_cgroups_not_a_parent_it_created(
     (parent / "kvtier-b").rmdir()
     realcgroups.prune(created, trees)
     assert not parent.exists()  # once empty, the parent `up` created goes
+
+
+def _cluster_cgroups(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, procs: dict[str, str]) -> str:
+    """A fake cluster `c` (its state.json, cgroup folders below tmp_path with the given cgroup.procs
+    contents, relative to its root); the root's relative path."""
+    monkeypatch.setattr(realcgroups, "CGROUP_ROOT", tmp_path / "cg")
+    monkeypatch.setattr(realconfig, "clusters_dir", lambda: tmp_path / "clusters")
+    root = f"{realcgroups.own_cgroup() or ''}/kvtier-c"
+    for folder, pids in procs.items():
+        path = tmp_path / "cg" / "memory" / root.strip("/") / folder
+        path.mkdir(parents=True)
+        (path / "cgroup.procs").write_text(pids)
+    (tmp_path / "clusters" / "c").mkdir(parents=True)
+    (tmp_path / "clusters" / "c" / "state.json").write_text(json.dumps({"cgroup_root": root}))
+    return root
+
+
+def test_stopping_node_2_kills_only_its_processes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Node 2 stopped as in a power-off: every process of its cgroup subtree (daemons and pods) gets
+    SIGKILL, node 1's (the control plane) none."""
+    _cluster_cgroups(
+        tmp_path,
+        monkeypatch,
+        {"daemons": "11\n", "node-2/daemons": "21\n22\n", "node-2/kubepods/pod-a": "23\n"},
+    )
+    killed: list[int] = []
+
+    def kill(pid: int, sig: int) -> None:  # a killed process leaves its cgroup
+        assert sig == signal.SIGKILL
+        killed.append(pid)
+        for procs in (tmp_path / "cg").rglob("cgroup.procs"):
+            procs.write_text("".join(f"{p}\n" for p in procs.read_text().split() if int(p) != pid))
+
+    monkeypatch.setattr(os, "kill", kill)
+    assert realnode.stop_node("c", 2) == 3
+    assert sorted(killed) == [21, 22, 23]
+
+
+def test_node_1_is_never_stopped_and_a_running_node_never_started_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _cluster_cgroups(tmp_path, monkeypatch, {"daemons": "11\n", "node-2/daemons": "21\n"})
+    with pytest.raises(UserError, match="only a second node can be stopped"):
+        realnode.stop_node("c", 1)
+    with pytest.raises(UserError, match="node 2 of 'c' is running: stop it first"):
+        realnode.start_node("c", 2, progress=lambda m: None)

@@ -17,6 +17,7 @@ import subprocess
 import textwrap
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from kvtier import paths
@@ -159,16 +160,31 @@ def start_load(kube: Kube, installed: Installed, generation: int = 1) -> list[st
     """A load pod on each node (the other node's name as its argument), Running; their names."""
     claim = chart_claim(kube, installed)
     nodes = [n.name for n in kube.cluster.nodes]
-    names = []
-    for node, other in zip(nodes, reversed(nodes), strict=True):
-        name = pod_name(node)
-        argv = ["-c", load_script(node, generation), other]
-        pod = curvine_release.consumer_pod(kube.cluster, installed.namespace, name, claim, argv, node)
-        kube.kubectl("apply", "-f", "-", stdin=json.dumps(pod))
-        names.append(name)
+    names = [_apply_load(kube, installed, claim, node, other, generation) for node, other in
+             zip(nodes, reversed(nodes), strict=True)]  # fmt: skip
     for name in names:
         kube.wait_phase(installed.namespace, name, {"Running"}, timeout=240)
     return names
+
+
+def _apply_load(kube: Kube, installed: Installed, claim: str, node: str, other: str, generation: int) -> str:
+    name = pod_name(node)
+    argv = ["-c", load_script(node, generation), other]
+    pod = curvine_release.consumer_pod(kube.cluster, installed.namespace, name, claim, argv, node)
+    kube.kubectl("apply", "-f", "-", stdin=json.dumps(pod))
+    return name
+
+
+def replace_load(kube: Kube, installed: Installed, index: int, generation: int = 1) -> str:
+    """Node `index`'s load pod deleted and started again, Running (its earlier lines are lost with it:
+    collect them first); its name."""
+    nodes = [n.name for n in kube.cluster.nodes]
+    node, other = nodes[index - 1], nodes[2 - index]
+    kube.kubectl("delete", "pod", "-n", installed.namespace, pod_name(node), "--grace-period=1",
+                 "--timeout=120s", check=False)  # fmt: skip
+    name = _apply_load(kube, installed, chart_claim(kube, installed), node, other, generation)
+    kube.wait_phase(installed.namespace, name, {"Running"}, timeout=240)
+    return name
 
 
 def stop_load(kube: Kube, installed: Installed, names: list[str]) -> None:
@@ -277,3 +293,42 @@ def restore_link(cluster: realnode.RealCluster, routes: list[str]) -> None:
     for route in routes:
         if "proto kernel" not in route:  # the address brings its own back
             _ip("-n", ns, "route", "replace", *route.split())
+
+
+def stop_node(cluster: realnode.RealCluster) -> int:
+    """Node 2 lost with its link up, as in a power-off (realnode.stop_node): its kubelet, containerd and
+    every container (worker, node plugin with its FUSE clients, load pod, a master if any) SIGKILLed; its
+    address stays, so a connect to it is refused at once where a cut link (cut_link) leaves it unanswered.
+    How many processes were killed."""
+    return realnode.stop_node(cluster.name, 2)
+
+
+def start_node(cluster: realnode.RealCluster, progress: realnode.Progress) -> None:
+    """Node 2 booted again (realnode.start_node): containerd, the kubelet and kube-proxy, until it is Ready;
+    the kubelet then starts the node's pods again as it sees fit."""
+    realnode.start_node(cluster.name, 2, progress=progress)
+
+
+def node_pods(kube: Kube, node: str, since: float) -> dict[str, dict[str, Any]]:
+    """Every pod bound to `node` ("namespace/name"): its phase, whether it is Ready with every container
+    started after `since` (a Ready left over from before a stop does not count), and its restarts."""
+    listed = json.loads(kube.kubectl("get", "pods", "-A", "--field-selector", f"spec.nodeName={node}",
+                                     "-o", "json"))  # fmt: skip
+    found = {}
+    for pod in listed["items"]:
+        status = pod.get("status", {})
+        ready = any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions", []))
+        containers = status.get("containerStatuses", [])
+        started = [c.get("state", {}).get("running", {}).get("startedAt") for c in containers]
+        fresh = bool(started) and all(s and _epoch(s) >= since for s in started)
+        key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+        found[key] = {
+            "phase": status.get("phase", "?"), "back": ready and fresh,
+            "restarts": sum(c.get("restartCount", 0) for c in containers),
+            "state": [next(iter(c.get("state", {})), "?") for c in containers],
+        }  # fmt: skip
+    return found
+
+
+def _epoch(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()

@@ -196,6 +196,71 @@ def _info(name: str, state: dict[str, object], started: bool) -> RealCluster:
     )
 
 
+def _kill_all(trees: list[Path]) -> set[int]:
+    """SIGKILL every process in the cgroup subtrees until none is left (30 s at most); those left.
+    Every process of a cluster (or of one node) is in its subtree: the holders, the daemons, the shims, the
+    pods' processes. Never a kill by a recorded PID: IDs wrap within minutes here, and a holder that died
+    may have left its ID to another session's process."""
+    deadline = time.monotonic() + 30
+    while (pids := realcgroups.pids(trees)) and time.monotonic() < deadline:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.2)
+    return realcgroups.pids(trees)
+
+
+def node_cgroup(name: str, index: int) -> str:
+    """Node `index`'s cgroup subtree (relative), where its holder, containerd, kubelet, kube-proxy, shims
+    and pods run (realstart.Starter nests node n's below node 1's as node-n); node 1's holds them all."""
+    root = str(_state(name).get("cgroup_root", ""))
+    if not root:
+        raise UserError(f"real-node cluster {name!r} is not up (no cgroup_root in its state.json)")
+    return root if index == 1 else f"{root}/node-{index}"
+
+
+def stop_node(name: str, index: int) -> int:
+    """Node `index` lost as in a power-off, its link up: every process of its cgroup subtree SIGKILLed
+    (its kubelet, containerd, kube-proxy, the pods' processes, its mount namespace with every mount). Its
+    network namespace, address and routes stay; its files stay for start_node. How many were killed."""
+    if not 2 <= index <= realconfig.MAX_NODES:
+        raise UserError(f"only a second node can be stopped (node 1 runs the control plane), not {index}")
+    trees = realcgroups.subtrees(node_cgroup(name, index))
+    killed = len(realcgroups.pids(trees))
+    left = _kill_all(trees)
+    if left:
+        raise UserError(f"node {index} of {name!r} not stopped: processes {sorted(left)} survived SIGKILL")
+    return killed
+
+
+def start_node(name: str, index: int, timeout: float = 300, progress: Progress = print) -> None:
+    """Node `index` started again after stop_node, as a rebooted machine: a new mount namespace (its
+    tmpfs /run, /var/lib, /var/log empty again), then containerd, the kubelet and kube-proxy from their
+    files; returns once the kubelet has made the node Ready. Each daemon's log before the stop is kept as
+    <log>.stopped."""
+    node = realconfig.node(name, index)
+    starter = realstart.Starter(name, progress, node)
+    if starter.pod_cgroup_root != node_cgroup(name, index):
+        raise UserError(
+            f"start node {index} of {name!r} from a process in the cgroup that started the cluster: "
+            f"this one would put it in {starter.pod_cgroup_root}, not {node_cgroup(name, index)}"
+        )
+    if realcgroups.pids(realcgroups.subtrees(starter.daemon_cgroup)):
+        raise UserError(f"node {index} of {name!r} is running: stop it first (stop_node)")
+    for component in ("holder", *realstart.CONTAINERD.starts, *realstart.NODE.starts):
+        log = starter.log(component)
+        if log.exists():
+            log.replace(log.with_name(log.name + ".stopped"))
+    state = _state(name)
+    holders = state.get("holders")
+    state["holders"] = {**(holders if isinstance(holders, dict) else {}), node.name: starter.start_holder()}
+    _save_state(name, state)
+    realstart.restart_node(starter, nodebins.require(), timeout)
+    pids = state.get("pids")
+    state["pids"] = {**(pids if isinstance(pids, dict) else {}), **starter.pids}
+    _save_state(name, state)
+
+
 def down(name: str, progress: Progress = print, keep_logs: bool = False) -> bool:
     """Stop everything `up` started and put the machine back; False when there was no such cluster."""
     root = layout(name).root
@@ -208,16 +273,7 @@ def down(name: str, progress: Progress = print, keep_logs: bool = False) -> bool
     # Only the cluster's own folders: a parent `up` created (this process's cgroup path in a hierarchy
     # that lacked it) may hold other clusters since.
     trees = realcgroups.subtrees(cgroup_root) if cgroup_root else []
-    # Every process of the cluster is in its cgroup subtree: the holders, the daemons, the shims, the pods'
-    # processes. Never a kill by a recorded PID: IDs wrap within minutes here, and a holder that died may
-    # have left its ID to another session's process.
-    deadline = time.monotonic() + 30
-    while (pids := realcgroups.pids(trees)) and time.monotonic() < deadline:
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.2)
-    left_pids = realcgroups.pids(trees)
+    left_pids = _kill_all(trees)
     left_cgroups = realcgroups.remove(trees) if not left_pids else [str(t) for t in trees]
     if not left_cgroups:
         realcgroups.prune(created, trees)

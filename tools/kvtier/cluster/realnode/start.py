@@ -197,6 +197,15 @@ def start_all(
     )
 
 
+def restart_node(starter: Starter, tools: dict[str, Path], timeout: float) -> None:
+    """A stopped node's containerd, then its kubelet and kube-proxy (its holder started again): the images
+    are still in containerd's folder and the configuration files where start_all wrote them."""
+    deadline = waiting.deadline_in(timeout)
+    argv = command_lines(starter.layout, tools, starter.node)
+    for stage in (CONTAINERD, NODE):
+        _run(starter, stage, argv, deadline)
+
+
 def _run(starter: Starter, stage: Stage, argv: dict[str, list[str]], deadline: float) -> None:
     if stage.say:
         starter.progress(stage.say)
