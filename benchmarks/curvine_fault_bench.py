@@ -187,13 +187,15 @@ class Run:
         pod may not come back with its log)."""
         self.collect()
         leader = self.leader()
+        # What dies with it: a master there, or the cluster DNS's only replica, changes what node 1 sees.
+        on_node_2 = sorted(curvine_faults.node_pods(self.kube, self.kube.cluster.nodes[1].name, 0))
         killed = curvine_faults.stop_node(self.kube.cluster)
         self.stopped_at = time.time()
         stop_at = self.stopped_at - self.windows_start
         time.sleep(self.args.cut_s)
         return {
             "stopped": "node 2's kubelet, containerd, every process of its cgroup (SIGKILL)",
-            "processes_killed": killed, "stop_after_s": round(stop_at, 1),
+            "pods_on_node_2": on_node_2, "processes_killed": killed, "stop_after_s": round(stop_at, 1),
             "held_s": round(time.time() - self.stopped_at, 1), "leader_before": leader,
             "leader_during": self.leader(),
             "live_during": curvine_release.live_workers(self.kube, self.installed),
