@@ -79,6 +79,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     release.add_argument("--model", help="served model name (default: the first the router lists)")
     release.add_argument("--tokenizer", help="tokenizer folder or Hugging Face id (default: --model)")
     reach.add_cluster_arguments(parser)
+    release.add_argument(
+        "--curvine-namespace",
+        help="namespace of the L2's Curvine pods, for the curvine-leader and curvine-worker faults (default: "
+        "the release's, where the umbrella's Curvine subchart runs; its masters by --curvine-selector)",
+    )
     rig = parser.add_argument_group("on this machine (CPU, no cluster)")
     rig.add_argument("--rig", action="store_true", help="start the replicas and routers here")
     rig.add_argument("--replicas", type=int, help="--rig: engine replicas (2-4, default 3; one is killed)")
@@ -95,7 +100,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-RELEASE_ONLY = ("--router-url", "--reference-url", "--model", "--tokenizer")
+RELEASE_ONLY = ("--router-url", "--reference-url", "--model", "--tokenizer", "--curvine-namespace")
 
 
 def _checked(args: argparse.Namespace) -> workload.Mix:
@@ -154,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _rig(args: argparse.Namespace, mix: workload.Mix, work: Path, log: Log) -> list[dict[str, Any]]:
-    chosen = args.faults or list(soak.FAULTS)
+    chosen = args.faults or [fault for fault in soak.FAULTS if fault not in soak_rig.REFUSED]
     if not args.faults and os.geteuid() != 0:  # every fault the rig can inject: mounting needs root
         chosen = [fault for fault in chosen if fault not in soak_rig.MOUNTED_FAULTS]
         log(f"not root: {', '.join(soak_rig.MOUNTED_FAULTS)} left out (they mount a tmpfs for the L2)")
@@ -170,8 +175,9 @@ def _release(args: argparse.Namespace, mix: workload.Mix, work: Path, log: Log) 
         reached = reach.reach_from_args(args, stack, every_pod=True, cluster=cluster)
         routers = list(args.router_url) or reached.routers
         subject = soak_release.ReleaseSubject(
-            cluster.api, cluster.kube.namespace, cluster.selectors, reached.l2_path, bool(args.router_url)
-        )
+            cluster.api, cluster.kube.namespace, cluster.selectors, reached.l2_path, bool(args.router_url),
+            _curvine(args, cluster),
+        )  # fmt: skip
         chosen = args.faults or [fault for fault in soak.FAULTS if not subject.unsupported(fault)]
         refused = [f"{fault}: {subject.unsupported(fault)}" for fault in chosen if subject.unsupported(fault)]
         if refused:
@@ -189,3 +195,20 @@ def _release(args: argparse.Namespace, mix: workload.Mix, work: Path, log: Log) 
         reference = driver.Target([args.reference_url or routers[0]], model, tokenizer, [], headers, offline)
         log(f"references: one at a time from {reference.router_urls[0]}")
         return soak_release.run(subject, target, reference, plan, args.qps, work, log)
+
+
+def _curvine(args: argparse.Namespace, cluster: reach.Cluster) -> soak_release.CurvinePods | None:
+    """The L2's Curvine pods when its masters' selector finds any there; None refuses Curvine's faults."""
+    masters = cluster.selectors.curvine
+    if not masters:
+        return None
+    pods = soak_release.CurvinePods.from_masters(args.curvine_namespace or cluster.kube.namespace, masters)
+    try:
+        found = cluster.api().list_namespaced_pod(pods.namespace, label_selector=masters).items
+    except Exception as error:  # API errors: forbidden, unknown namespace
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise UserError(
+            f"cannot list the Curvine masters ({masters!r}) in namespace {pods.namespace}: {first}; "
+            "check --curvine-namespace and --curvine-selector"
+        ) from None
+    return pods if found else None

@@ -14,7 +14,10 @@ refused): a volume fault is confirmed before the point's load starts, the others
   (eviction racing its reader; soak_pod.damage);
 - `evict`: the chart's eviction script at aggressive watermarks (down to nothing, no minimum age) in a loop;
 - `l2-gone`: the model's L2 namespace moved away, then back after `hold_s` of load;
-- `l2-full`, `l2-read-only`: the L2 volume filled to ENOSPC, or made read-only, for `hold_s` of load.
+- `l2-full`, `l2-read-only`: the L2 volume filled to ENOSPC, or made read-only, for `hold_s` of load;
+- `curvine-leader`, `curvine-worker`: the Curvine L2's Raft leader master, or one worker, deleted, until its
+  replacement is Ready (and a report names a leader again). No replica is down: the engines must answer
+  through it (an L2 read that fails is a recompute), so its failures are not excused as a kill's are.
 
 Per fault: requests, failed (answers cut short included, and how many of those were sent while a killed
 replica was down), answers that differ from their reference, chunks the plugin refused (its engine log
@@ -46,8 +49,9 @@ REQUEST_TIMEOUT_S = 60.0
 REJECTED = "failed verification"
 FAULTS = (
     "none", "kill-engine", "change-chunks", "truncate-chunks", "delete-chunks", "evict", "kill-router",
-    "l2-gone", "l2-full", "l2-read-only",
+    "l2-gone", "l2-full", "l2-read-only", "curvine-leader", "curvine-worker",
 )  # fmt: skip
+CURVINE_FAULTS = {"curvine-leader": "leader", "curvine-worker": "worker"}  # -> the part Subject deletes
 VOLUME_FAULTS = {"l2-gone": "away_s", "l2-full": "full_s", "l2-read-only": "read_only_s"}  # -> its figure
 # How long a subject may take to see its fault in force (a write refused, the pod gone, the process exited):
 # filling a 2 GiB tmpfs while engines write took seconds on two loaded cores; past this the row says why.
@@ -92,6 +96,11 @@ class Subject(Protocol):
 
     def kill_router(self, killed: Callable[[], None]) -> None:
         """kill_engine for one router replica."""
+
+    def kill_curvine(self, part: str, killed: Callable[[], None]) -> None:
+        """Delete the Curvine L2's `part` (`leader`: the Raft leader master's pod; `worker`: one worker pod),
+        call `killed()` once the API no longer lists that pod, and return once its replacement is Ready (for
+        the leader: and a report names a leader again)."""
 
     def damage(self, kind: str, rng: random.Random, since_ns: int, known: Sequence[str]) -> str | None:
         """soak_pod.damage on one chunk file of this point; its name, or None."""
@@ -159,17 +168,22 @@ def _hold(
 
 
 def _kill(subject: Subject, name: str, result: Injection) -> None:
-    """Kill a replica; its window (and recovery) counts from the kill's confirmation."""
+    """Kill a replica, or a part of the Curvine L2; its recovery counts from the kill's confirmation. Only a
+    replica's window excuses failures (`down`): with a Curvine part gone every engine still serves."""
     confirmed: list[float] = []
 
     def killed() -> None:
         confirmed.append(time.monotonic())
 
-    subject.kill_engine(killed) if name == "kill-engine" else subject.kill_router(killed)
+    if name in CURVINE_FAULTS:
+        subject.kill_curvine(CURVINE_FAULTS[name], killed)
+    else:
+        subject.kill_engine(killed) if name == "kill-engine" else subject.kill_router(killed)
     if not confirmed:
         raise RigError(f"{name}: the replica came back, but its kill was never confirmed (no exit seen)")
     back = time.monotonic()
-    result.down.append((confirmed[0], back))
+    if name not in CURVINE_FAULTS:
+        result.down.append((confirmed[0], back))
     result.figures["recovered_s"] = round(back - confirmed[0], 1)
 
 
@@ -197,7 +211,7 @@ def inject(
             return result
         if stop.wait(timing.at_s):
             raise RigError(f"the point's clients were done before the fault's start ({timing.at_s:g} s in)")
-        if name in ("kill-engine", "kill-router"):
+        if name in ("kill-engine", "kill-router", *CURVINE_FAULTS):
             _kill(subject, name, result)
         elif name in soak_pod.DAMAGES:
             _every(stop, timing.interval_s, lambda: _damage(subject, name, rng, point_started, known, result))

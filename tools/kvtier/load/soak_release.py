@@ -6,6 +6,11 @@ Faults act through the API server, with the rights `kubectl delete pod` and `kub
 - chunk damage, `l2-gone` and the eviction run: soak_pod.py and the chart's l2_evict.py, sent to an
   engine pod and run there, where the L2 volume is mounted, on the model namespace its LMCache config names.
 
+- `curvine-leader`, `curvine-worker`: the Curvine L2's Raft leader master (named by `cv report json` in a
+  master pod, kvtier.curvine_report) deleted as an eviction deletes it, or one worker pod forced (grace 0);
+  its pods are found by charts/curvine's labels in their own namespace (CurvinePods). The fault lasts
+  until the replacement is Ready and, for the leader, a report names a leader again.
+
 Refused here, with the reason: `l2-full` and `l2-read-only` (the L2 pool is shared by every release on it;
 filling or remounting it is not a soak's to do), and `kill-router` when the clients reach the routers
 through port-forwards (a forward follows one pod, not the Service: give --router-url where it resolves).
@@ -26,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kvtier import waiting
+from kvtier import curvine_report, waiting
 from kvtier.engine_rig.errors import RigError
 from kvtier.load import driver, soak, soak_pod
 from kvtier.podscripts import l2_evict
@@ -38,6 +43,24 @@ REFUSED = {
 }
 LEDGER_INTERVAL_S = 2.0  # each sample of the chunk files is an exec into an engine pod
 REPLACED_TIMEOUT_S = 900.0  # a killed engine's replacement loads its model before it is Ready
+# Curvine v0.4.1 elects after 10-30 ticks of a second without a leader (journal_conf.rs,
+# raft_min/max_election_ticks); a report may fail or name none meanwhile.
+ELECTED_TIMEOUT_S = 180.0
+REPORT_TIMEOUT_S = 30  # one `cv report json` (the client retries a dead master for far longer)
+
+
+@dataclass(frozen=True)
+class CurvinePods:
+    """Where the L2's Curvine runs: its namespace and the label selectors of its masters and workers
+    (charts/curvine's labels; the umbrella's subchart runs in the release's namespace)."""
+
+    namespace: str
+    masters: str
+    workers: str | None  # None: the masters' selector names no component to swap for the workers'
+
+    @classmethod
+    def from_masters(cls, namespace: str, masters: str) -> CurvinePods:
+        return cls(namespace, masters, curvine_report.component_selector(masters, "worker"))
 
 
 @dataclass
@@ -49,6 +72,7 @@ class ReleaseSubject:
     selectors: reach.Selectors
     mount: str | None  # the engines' L2 mount (reach.l2_path); None: no filesystem L2
     routers_by_service: bool  # clients reach the routers through a Service URL, not port-forwards
+    curvine: CurvinePods | None = None  # None: no Curvine to fault (its faults are refused)
     _local: threading.local = field(default_factory=threading.local, init=False)
 
     @property
@@ -67,6 +91,16 @@ class ReleaseSubject:
             )
         if fault in (*soak_pod.DAMAGES, "evict", "l2-gone") and self.mount is None:
             return "the engines mount no filesystem L2 (no l2cache volume, no fs:// remote_url)"
+        if fault in soak.CURVINE_FAULTS and self.curvine is None:
+            return (
+                "no Curvine master found (charts/curvine's labels, in --curvine-namespace, default the "
+                "release's): name them with --curvine-namespace and --curvine-selector"
+            )
+        if fault == "curvine-worker" and self.curvine is not None and self.curvine.workers is None:
+            return (
+                f"--curvine-selector {self.curvine.masters!r} has no app.kubernetes.io/component=master term "
+                "to swap for the workers' (charts/curvine's labels): give one that has"
+            )
         return ""
 
     def _engines(self) -> list[reach.PodPort]:
@@ -89,30 +123,44 @@ class ReleaseSubject:
         self._kill(self.selectors.router, "router", killed)
 
     def _kill(self, selector: str, what: str, killed: Callable[[], None]) -> None:
-        """Force-delete the last Ready pod of `selector`; `killed()` once the API no longer lists it; return
-        once as many are Ready without it."""
+        """Force-delete the last Ready pod of `selector`."""
         pods = reach.find(self.api, self.namespace, selector, ("http",), what)
-        victim = pods[-1].pod
-        self.api.delete_namespaced_pod(victim, self.namespace, grace_period_seconds=0)
+        self._replace(self.namespace, selector, pods[-1].pod, len(pods), what, killed, grace=0)
 
-        def deleted() -> bool:
-            listed = self.api.list_namespaced_pod(self.namespace, label_selector=selector).items
-            return all(p.metadata.name != victim for p in listed)
+    def _listed(self, namespace: str, selector: str) -> list[Any]:
+        return list(self.api.list_namespaced_pod(namespace, label_selector=selector).items)
 
+    def _replace(
+        self, namespace: str, selector: str, victim: str, ready_before: int, what: str,
+        killed: Callable[[], None], grace: int | None,
+    ) -> None:  # fmt: skip
+        """Delete pod `victim` (forced with grace 0; None: its own grace period); `killed()` once the API no
+        longer lists that pod; return once `ready_before` pods of `selector` are Ready without it. A pod is
+        the victim by name and uid: a StatefulSet's replacement comes back under the same name."""
+        uids = {p.metadata.name: p.metadata.uid for p in self._listed(namespace, selector)}
+        if victim not in uids:
+            raise RigError(f"{what} pod {victim} is not among the pods {selector!r} selects in {namespace}")
+        uid = uids[victim]
+
+        def is_victim(pod: Any) -> bool:
+            return bool(pod.metadata.name == victim and pod.metadata.uid == uid)
+
+        if grace is None:
+            self.api.delete_namespaced_pod(victim, namespace)
+        else:
+            self.api.delete_namespaced_pod(victim, namespace, grace_period_seconds=grace)
+        how = "its delete" if grace is None else "its forced delete"
         waiting.wait_until(
-            deleted,
-            deadline=waiting.deadline_in(soak.CONFIRM_S),
-            fail=lambda _: RigError(
-                f"{what} pod {victim} still listed {soak.CONFIRM_S:g} s after its forced delete"
-            ),
+            lambda: not any(is_victim(p) for p in self._listed(namespace, selector)),
+            deadline=waiting.deadline_in(soak.CONFIRM_S + (grace or 0)),
+            fail=lambda _: RigError(f"{what} pod {victim} still listed {soak.CONFIRM_S:g} s after {how}"),
             interval=0.5,
         )
         killed()
 
         def replaced() -> bool:
-            listed = self.api.list_namespaced_pod(self.namespace, label_selector=selector).items
-            ready = [p for p in listed if reach.is_ready(p) and p.metadata.name != victim]
-            return len(ready) >= len(pods)
+            ready = [p for p in self._listed(namespace, selector) if reach.is_ready(p) and not is_victim(p)]
+            return len(ready) >= ready_before
 
         waiting.wait_until(
             replaced,
@@ -122,6 +170,62 @@ class ReleaseSubject:
             ),
             interval=1.0,
         )
+
+    def kill_curvine(self, part: str, killed: Callable[[], None]) -> None:
+        why = self.unsupported(f"curvine-{part}")
+        if why:
+            raise RigError(why)
+        assert self.curvine is not None
+        where = self.curvine
+        if part == "worker":
+            assert where.workers is not None
+            workers = sorted(
+                p.metadata.name for p in self._listed(where.namespace, where.workers) if reach.is_ready(p)
+            )
+            if not workers:
+                raise RigError(f"no Ready Curvine worker pod in {where.namespace} matches {where.workers!r}")
+            self._replace(
+                where.namespace, where.workers, workers[-1], len(workers), "Curvine worker", killed, 0
+            )
+            return
+        masters = self._ready_masters()
+        leader = self.curvine_leader(masters)
+        if not leader:
+            raise RigError(
+                f"no Curvine master of {', '.join(masters)} named a Raft leader (`cv report json`)"
+            )
+        # Its own grace period, as an eviction or a rolling upgrade deletes a master.
+        self._replace(where.namespace, where.masters, leader, len(masters), "Curvine leader", killed, None)
+        waiting.wait_until(
+            lambda: bool(self.curvine_leader(self._ready_masters())),
+            deadline=waiting.deadline_in(ELECTED_TIMEOUT_S),
+            fail=lambda _: RigError(
+                f"no Curvine master named a leader {ELECTED_TIMEOUT_S:.0f} s after the new one was Ready"
+            ),
+            interval=1.0,
+        )
+
+    def _ready_masters(self) -> list[str]:
+        assert self.curvine is not None
+        listed = self._listed(self.curvine.namespace, self.curvine.masters)
+        masters = sorted(p.metadata.name for p in listed if reach.is_ready(p))
+        if not masters:
+            raise RigError(
+                f"no Ready Curvine master pod in {self.curvine.namespace} matches {self.curvine.masters!r}"
+            )
+        return masters
+
+    def curvine_leader(self, masters: Sequence[str]) -> str:
+        """The Raft leader's pod as the first master that answers `cv report json` names it; "" when none
+        answers or names one (an election under way)."""
+        assert self.curvine is not None
+        for pod in masters:
+            try:
+                out = exec_text(self.api, self.curvine.namespace, pod, curvine_report.REPORT_SCRIPT)
+                return curvine_report.leader_pod(curvine_report.parse(out))
+            except Exception:  # that master is gone or has no leader to ask yet: try the next
+                continue
+        return ""
 
     def damage(self, kind: str, rng: random.Random, since_ns: int, known: Sequence[str]) -> str | None:
         # One `--known=...` word: the API server's exec drops an empty argument (no known names).
@@ -162,6 +266,19 @@ class ReleaseSubject:
             yield
         finally:
             self._pod("back")
+
+
+def exec_text(api: Any, namespace: str, pod: str, script: str) -> str:
+    """`sh -c script` in `pod`'s first container through the API server; its stdout."""
+    from kubernetes.stream import stream
+
+    command = ["timeout", str(REPORT_TIMEOUT_S), "sh", "-c", script]
+    return str(
+        stream(
+            api.connect_get_namespaced_pod_exec, pod, namespace, command=command,
+            stderr=False, stdin=False, stdout=True, tty=False,
+        )
+    )  # fmt: skip
 
 
 def _settled(subject: ReleaseSubject, patience_s: float = 10.0) -> set[str]:

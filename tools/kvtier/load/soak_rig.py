@@ -35,6 +35,12 @@ from kvtier.podscripts import l2_evict
 MOUNTED_FAULTS = ("l2-full", "l2-read-only")  # they need the L2 on a volume of its own (l2_volume)
 L2_VOLUME_SIZE = "2g"  # the soak's L2 tmpfs: room for every point's chunks (RAM only as filled)
 BALLAST = ".soak-ballast"
+# The rig's L2 is a folder on this machine, not a Curvine cluster: nothing of Curvine's to delete.
+REFUSED = {
+    fault: "the rig's L2 is a local folder, with no Curvine master or worker to delete: run it against a "
+    "release whose L2 is on Curvine (leave out --rig)"
+    for fault in soak.CURVINE_FAULTS
+}
 
 
 @dataclass
@@ -50,6 +56,8 @@ class RigSubject:
         return self.rig.l2_dir
 
     def unsupported(self, fault: str) -> str:
+        if fault in REFUSED:
+            return REFUSED[fault]
         if fault in MOUNTED_FAULTS and not os.path.ismount(self.namespace.parent):
             return f"the L2 {self.namespace.parent} is not a volume of its own (mounting one needs root)"
         return ""
@@ -62,6 +70,9 @@ class RigSubject:
 
     def kill_router(self, killed: Callable[[], None]) -> None:
         self.routers.kill_and_restart(0, killed)
+
+    def kill_curvine(self, part: str, killed: Callable[[], None]) -> None:
+        raise RigError(REFUSED[f"curvine-{part}"])
 
     def damage(self, kind: str, rng: random.Random, since_ns: int, known: Sequence[str]) -> str | None:
         return soak_pod.damage(self.namespace, kind, since_ns, rng, set(known))
@@ -204,6 +215,9 @@ def run(
     """One row per fault, in order, on one rig of `backend` (cache.backend); `integrity` False turns the
     chart's sealed chunk files off, to show what the check is there for."""
     soak.check_faults(faults)
+    refused = [f"{fault}: {REFUSED[fault]}" for fault in faults if fault in REFUSED]
+    if refused:  # said before anything starts
+        raise RigError("on the rig, " + "; ".join(refused))
     plan = soak.plan(faults, FreshPrompts(mix))
     everything = [request for planned in plan for request in planned.requests]
     log(f"references: {len(everything)} prompts, one at a time on a replica without cache")

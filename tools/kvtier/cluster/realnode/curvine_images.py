@@ -30,12 +30,12 @@ from pathlib import Path
 
 import yaml
 
-from kvtier import paths
+from kvtier import curvine_report, paths
 from kvtier.cluster.realnode import curvine_binaries, images
 from kvtier.errors import UserError
 
 CHART = paths.CHARTS / "curvine"
-SERVER_HOME = "/app/curvine"
+SERVER_HOME = curvine_report.SERVER_HOME
 CSI_HOME = "/opt/curvine"
 SERVER_PACKAGES = ["libstdc++6", "libssl3", "zlib1g", "ca-certificates", "curl", "procps"]
 CSI_PACKAGES = ["fuse3", "mount", "procps", "ca-certificates"]

@@ -21,12 +21,14 @@ import json
 import re
 from typing import Any
 
-from kvtier import paths
-from kvtier.cluster.realnode import curvine_images
+from kvtier import curvine_report, paths
 from kvtier.cluster.realnode.client import Kube
 from kvtier.cluster.realnode.curvine_release import Installed
 
-CV = f"{curvine_images.SERVER_HOME}/bin/cv"
+CV = curvine_report.CV
+# The report's pure parts live in kvtier.curvine_report (kvtier soak's Curvine faults read them too).
+leader_pod = curvine_report.leader_pod
+worker_hosts = curvine_report.worker_hosts
 
 
 def in_pod(kube: Kube, installed: Installed, pod: str, script: str, timeout: float = 60) -> str:
@@ -46,18 +48,7 @@ def pods(kube: Kube, installed: Installed, component: str) -> dict[str, str]:
 
 def report(kube: Kube, installed: Installed, pod: str) -> dict[str, Any]:
     """The leader's MasterInfo (`cv report json`), asked from `pod`."""
-    out = in_pod(kube, installed, pod, f"{CV} report json 2>/dev/null")
-    return dict(json.loads(out[out.index("{") :]))
-
-
-def leader_pod(info: dict[str, Any]) -> str:
-    """The leader's pod name: the first label of `active_master`'s hostname."""
-    return str(info["active_master"]).split(":")[0].split(".")[0]
-
-
-def worker_hosts(info: dict[str, Any]) -> list[str]:
-    """The hostnames the live workers registered under."""
-    return sorted(w["address"]["hostname"] for w in info.get("live_workers", []))
+    return curvine_report.parse(in_pod(kube, installed, pod, curvine_report.REPORT_SCRIPT))
 
 
 def master_states(kube: Kube, installed: Installed, web_port: int = 9000) -> dict[str, str]:
