@@ -155,6 +155,7 @@ def test_eviction_cronjob_runs_l2_evict_on_the_shared_claim(tmp_path: Path) -> N
         "--max-seconds": "1500",
         "--live": "/etc/l2-eviction/live-namespaces.txt",
         "--dead-grace": "3600",
+        "--stale-temp-age": "3600",
     }
     # The live list is the chart's own ConfigMap: the namespace every engine's LMCache file points at.
     (live_map,) = [
@@ -184,6 +185,11 @@ def test_eviction_cronjob_runs_l2_evict_on_the_shared_claim(tmp_path: Path) -> N
             chunk.write_bytes(b"\0" * 10240)
             stamp = time.time() - 7200 + i
             os.utime(chunk, (stamp, stamp))
+    # A temp file its writer left two hours ago (killed mid-write), and one being written now.
+    orphan, in_flight = live_dir / "vllm@m@1@0@dead-SEP-fp16.tmp", live_dir / "vllm@m@1@0@live-SEP-fp16.tmp"
+    for temp, age_s in ((orphan, 7200), (in_flight, 1)):
+        temp.write_bytes(b"\0" * 1024)
+        os.utime(temp, (time.time() - age_s, time.time() - age_s))
     argv = [*command[2:]]
     for flag, value in (("--dir", l2), ("--capacity", "50Ki"), ("--live", tmp_path / "live.txt")):
         argv[argv.index(flag) + 1] = str(value)
@@ -196,7 +202,8 @@ def test_eviction_cronjob_runs_l2_evict_on_the_shared_claim(tmp_path: Path) -> N
     assert run.returncode == 0, run.stdout + run.stderr
     report = json.loads(run.stdout)
     assert report["dead_files"] == 5 and not dead_dir.exists()
-    assert report["evicted_files"] == 2 and report["used_bytes_after"] == 3 * 10240
+    assert report["stale_temp_files"] == 1 and not orphan.exists() and in_flight.exists()
+    assert report["evicted_files"] == 2 and report["used_bytes_after"] == 3 * 10240 + 1024
     assert l2_evict.parse_size("500Gi") == 500 * 2**30  # the rendered capacity parses as the claim size
 
 
@@ -215,6 +222,7 @@ def test_eviction_capacity_and_schedule_follow_values() -> None:
         "--min-age": "30",
         "--max-files": "5000",
         "--max-seconds": "1500",
+        "--stale-temp-age": "3600",
     }
     # removeDeadNamespaces false: no live list, so the job treats every namespace as live.
     assert not [c for c in find(docs, "ConfigMap") if c["metadata"]["name"].endswith("-l2-eviction")]

@@ -625,3 +625,130 @@ def test_malformed_pin_listing_lines_are_usage_errors(tmp_path: Path, line: str)
     listing = pin_listing(tmp_path, line)
     with pytest.raises(l2_evict.UsageError, match=f"^--pins {listing}:3: .* is not <namespace dir>/<prefix"):
         l2_evict.read_pin_listing(str(listing))
+
+
+# Stale temp files: each writer's temp shape (l2_scan.is_temp_file), orphaned by a writer that died mid-write
+# or whose cleanup failed, is reclaimed once not written for --stale-temp-age.
+STALE_S = 3600.0
+
+
+def aged(path: Path, size: int, age_s: float) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"\0" * size)
+    stamp = time.time() - age_s
+    os.utime(path, (stamp, stamp))
+    return path
+
+
+def orphans(l2: Path, age_s: float) -> list[Path]:
+    """One temp file of each writer's shape, last written age_s ago: in the root (a flat layout),
+    in a namespace, in LMCache's relative tmp dir there, and beside a chunk of vLLM's fs tier."""
+    namespace = l2 / NS
+    hashes = namespace / "_models_qwen_0123456789ab_r0" / "a1a" / "1a_g0"
+    return [
+        chunk(l2, "flat", KiB, age_s=age_s, suffix=".tmp"),  # LMCache's <key>.tmp
+        aged(namespace / "vllm@qwen@1@0@k-SEP-bfloat16.tmp", 2 * KiB, age_s),
+        aged(namespace / "vllm@qwen@1@0@k-SEP-bfloat16.9f8e7d6c5b4a3928.tmp", 3 * KiB, age_s),  # own_temp
+        aged(namespace / "tmp" / "vllm@qwen@1@0@r-SEP-bfloat16.data", 4 * KiB, age_s),  # relative tmp dir
+        aged(hashes / f"{'a1' * 32}.bin_8123456789.tmp", 5 * KiB, age_s),  # vLLM's fs tier, l2_blocks
+    ]
+
+
+def test_the_scan_lists_each_writers_temp_files_and_nothing_else(l2: Path) -> None:
+    temps = orphans(l2, age_s=10)
+    namespace = l2 / NS
+    final = chunk(namespace, "c", KiB, age_s=10)
+    native = native_chunk(namespace, "b2" * 32, KiB, age_s=10)
+    config = aged(namespace / "_models_qwen_0123456789ab" / "config.json", KiB, 10)
+    foreign = aged(l2 / "not-a-namespace" / "x.tmp", KiB, 10)  # someone else's directory
+    pin_part = aged(namespace / l2_scan.PIN_DIR / "system.json.42.part", KiB, 10)
+    found = l2_scan.scan(str(l2))
+    assert sorted(t.relpath for t in found.temps) == sorted(str(t.relative_to(l2)) for t in temps)
+    assert {c.relpath for c in found.chunks} == {str(final.relative_to(l2)), str(native.relative_to(l2))}
+    # config.json and the foreign directory are counted as before (temp bytes), never listed.
+    assert found.temp_files == len(temps) + 2 and config.exists() and foreign.exists() and pin_part.exists()
+    assert not l2_scan.is_temp_file("_models_qwen_0123456789ab/config.json")
+    assert not l2_scan.is_temp_file("vllm@qwen@1@0@k-SEP-bfloat16.data")
+
+
+def test_stale_temp_files_go_whatever_the_watermarks_and_fresh_ones_stay(l2: Path) -> None:
+    stale = orphans(l2, age_s=STALE_S + 60)
+    fresh = chunk(l2 / NS, "w", 6 * KiB, age_s=STALE_S - 60, suffix=".tmp")  # a slow write, still going
+    foreign = aged(l2 / "not-a-namespace" / "x.tmp", KiB, STALE_S * 10)
+    kept = chunk(l2 / NS, "c", KiB, age_s=STALE_S * 10)
+    report = l2_evict.evict(str(l2), high="100%", low="90%", capacity="1Mi", stale_temp_s=STALE_S)
+    assert not any(p.exists() for p in stale)
+    assert fresh.exists() and foreign.exists() and kept.exists()
+    assert (l2 / NS / "tmp").is_dir(), "LMCache made its tmp dir at start and never makes it again"
+    assert report["stale_temp_files"] == 5 and report["stale_temp_bytes"] == 15 * KiB
+    assert report["stale_temp_age_s"] == STALE_S and report["evicted_files"] == 0
+    assert report["used_bytes_after"] == report["used_bytes_before"] - 15 * KiB
+    assert f", 5 stale temp files ({15 * KiB} B) and 0 live chunk files" in report["summary"]
+
+
+def test_without_a_stale_age_temp_files_stay(l2: Path) -> None:
+    stale = orphans(l2, age_s=STALE_S * 100)
+    report = l2_evict.evict(str(l2), high="1Ki", low="0")
+    assert all(p.exists() for p in stale)
+    assert report["stale_temp_files"] == 0 and report["stale_temp_age_s"] is None
+    assert "stale temp" not in report["summary"]
+
+
+def test_reclaimed_temp_space_spares_live_chunks(l2: Path) -> None:
+    orphans(l2, age_s=STALE_S * 2)  # 15 KiB of garbage
+    chunks = [chunk(l2 / NS, f"c{i}", 10 * KiB, age_s=900 - i) for i in range(3)]
+    report = l2_evict.evict(str(l2), high="40Ki", low="30Ki", stale_temp_s=STALE_S)
+    # 45 KiB before: the orphans alone bring it to 30 KiB, so no chunk goes.
+    assert report["stale_temp_bytes"] == 15 * KiB and report["evicted_files"] == 0
+    assert all(p.exists() for p in chunks) and report["used_bytes_after"] == 30 * KiB
+
+
+@pytest.mark.parametrize("change", ["append", "touch"])
+def test_a_temp_written_between_the_scan_and_its_removal_is_kept(
+    l2: Path, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    stalled = orphans(l2, age_s=STALE_S * 2)
+    resumed = stalled[1]
+    real_scan = l2_evict.scan
+
+    def scan_then_write(directory: str, live: set[str] | None = None) -> l2_evict.Scan:
+        found = real_scan(directory, live)
+        if change == "append":  # the stalled writer goes on: size and mtime move
+            with open(resumed, "ab") as handle:
+                handle.write(b"\1" * KiB)
+        else:  # only the mtime moves (a write over bytes already there)
+            os.utime(resumed)
+        return found
+
+    monkeypatch.setattr(l2_evict, "scan", scan_then_write)
+    report = l2_evict.evict(str(l2), high="1Mi", low="1Mi", stale_temp_s=STALE_S)
+    assert resumed.exists() and report["skipped_rewritten"] == 1
+    assert report["stale_temp_files"] == 4 and not any(p.exists() for p in stalled if p != resumed)
+
+
+def test_dry_run_reports_stale_temp_files_and_keeps_them(l2: Path) -> None:
+    stale = orphans(l2, age_s=STALE_S * 2)
+    report = l2_evict.evict(str(l2), high="1Mi", low="1Mi", stale_temp_s=STALE_S, dry_run=True)
+    assert report["stale_temp_files"] == 5 and all(p.exists() for p in stale)
+
+
+def test_cli_removes_stale_temp_files_and_refuses_a_bad_age(l2: Path) -> None:
+    stale = orphans(l2, age_s=STALE_S * 2)
+    argv = ["--dir", str(l2), "--high", "90%", "--low", "80%", "--capacity", "1Mi"]
+    run = subprocess.run(
+        [sys.executable, str(SCRIPT), *argv, "--stale-temp-age", "3600"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["stale_temp_files"] == 5 and not any(p.exists() for p in stale)
+    for bad in ("0", "-5", "nan"):
+        refused = subprocess.run(
+            [sys.executable, str(SCRIPT), *argv, "--stale-temp-age", bad],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert refused.returncode == 2, bad
+        assert json.loads(refused.stdout)["summary"].startswith(f"--stale-temp-age {bad}: expected seconds")

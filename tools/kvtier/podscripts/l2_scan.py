@@ -15,6 +15,11 @@ Layouts (LMCache 0.5.x `fs_connector.py`; vLLM 0.32 `vllm/v1/kv_offload/file_map
 - The L2 warm-up records which chunk files each warmed prefix produced in a pin file,
   `<namespace>/.kvtier-warm/<prefix>.json` (PIN_DIR): neither a chunk nor a temp file, counted as other bytes.
 
+Temp files: every writer above writes a temp file and renames it, so a writer that dies mid-write (its pod
+killed, its node lost) or whose cleanup fails (an EIO from the storage) leaves one behind that nobody will
+ever rename. The scan lists the ones in the root and in live namespaces (`temps`, is_temp_file) for the
+eviction to reclaim once stale; those in any other top-level directory are counted, never listed.
+
 Safety: links are never followed (directories are opened with O_NOFOLLOW and files are removed relative to
 them), so a directory swapped for a symlink after the scan cannot lead a removal outside the root; a file
 whose inode, size or mtime changed since the scan was rewritten and is kept; files vanishing meanwhile are
@@ -80,6 +85,8 @@ class Scan:
     chunk_bytes: int = 0
     temp_files: int = 0
     temp_bytes: int = 0
+    # The writers' temp files in the root and in live namespaces: reclaimable once stale (l2_evict).
+    temps: list[Chunk] = field(default_factory=list)
     other_bytes: int = 0
     dead: dict[str, Namespace] = field(default_factory=dict)
     dead_bytes: int = 0
@@ -160,6 +167,8 @@ def _count(
         # in flight or someone else's files, counted and never touched.
         result.temp_files += 1
         result.temp_bytes += chunk.size
+        if is_chunk_dir and is_temp_file(relative):
+            result.temps.append(chunk)
     else:
         result.other_bytes += chunk.size
 
@@ -169,6 +178,13 @@ def is_chunk_file(relative: str) -> bool:
     if "/" not in relative:
         return relative.endswith(FINAL_SUFFIX)
     return NATIVE_CHUNK.fullmatch(relative) is not None
+
+
+def is_temp_file(relative: str) -> bool:
+    """A writer's temp file, by its path below the root or a namespace: a `*.tmp` anywhere (LMCache's
+    `<key>.tmp`, vLLM's `<name>_<random>.tmp`, l2_blocks' `<final>_<n>.tmp`), or a `*.data` in a
+    subdirectory, which only LMCache's relative tmp dir holds (its chunks sit directly in the namespace)."""
+    return relative.endswith(TEMP_SUFFIX) or ("/" in relative and relative.endswith(FINAL_SUFFIX))
 
 
 class Remover:

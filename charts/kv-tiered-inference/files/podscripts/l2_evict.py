@@ -3,28 +3,34 @@
 
 Neither LMCache's filesystem connector nor vLLM's native `fs` offloading tier ever deletes anything, so the L2
 directory grows until the volume is full.
-This script, run by the umbrella chart's CronJob (and importable by the toolkit), does two things per run:
+This script, run by the umbrella chart's CronJob (and importable by the toolkit), does three things per run:
 
 1. **Dead namespaces first.** With `--live FILE` (the namespace directories the chart renders for the
    models it deploys), every other namespace directory belongs to a configuration no replica runs any
    more (another model revision, chunk size, TP, dtype, LMCache version): its chunks can never hit again.
    Once nothing in it was used or written for `--dead-grace` seconds (a rollout in progress still uses
    the old one), its files, temp files included, are removed, whatever the watermarks say.
-2. **Least recently used next.** When the directory holds more than the high watermark, final chunk files
+2. **Stale temp files.** With `--stale-temp-age S`, a writer's temp file (l2_scan.is_temp_file) in the
+   root or a live namespace whose mtime is more than S seconds old is removed, whatever the watermarks say:
+   its writer died or failed to clean up (a chunk write takes seconds), so nobody will ever rename it.
+3. **Least recently used next.** When the directory holds more than the high watermark, final chunk files
    (LMCache's `*.data`, vLLM's `*.bin`) are removed, least recently *used* first, until it is at or below the
    low watermark. With `--pins FILE` (the warmed prefixes the environment lists, `<namespace>/<prefix>` per
    line), the chunks named in each listed prefix's pin file (`<namespace>/.kvtier-warm/<prefix>.json`,
    written by the L2 warm-up) are never evicted here; a prefix no longer listed pins nothing.
 
     python3 l2_evict.py --dir D --high 85% --low 70% [--capacity 500Gi] [--min-age 120]
-        [--live live-namespaces.txt --dead-grace 3600] [--pins pinned-prefixes.txt]
+        [--live live-namespaces.txt --dead-grace 3600] [--stale-temp-age 3600] [--pins pinned-prefixes.txt]
         [--order last-use|written] [--max-files 100000] [--max-seconds 600] [--dry-run]
 
 Why these rules (docs/eviction.md; the two backends' file layouts are in l2_scan.py, which this script
 imports from beside it):
 - a live namespace's file still being written (a temp file) is never touched, but counts towards the
-  usage, nor is a chunk written less than `--min-age` seconds ago. Emptied hash directories of vLLM's tier
-  stay (a writer may be about to rename into one);
+  usage, nor is a chunk written less than `--min-age` seconds ago. Emptied hash directories of vLLM's
+  tier stay (a writer may be about to rename into one);
+- a temp file not written for `--stale-temp-age` is no write in flight any more: a chunk write takes
+  seconds and moves the mtime as it goes. A writer stalled longer than that finds its temp gone, so its
+  rename fails and that chunk is not stored: a miss later, never a wrong chunk;
 - last use = the later of mtime (the write: a rename keeps it) and atime. Reads do not move atime on
   Curvine's FUSE mount (the kernel marks FUSE inodes S_NOATIME and Curvine's master changes atime only on
   an explicit setattr), so the engines' hit recorder (l2_hits.py) sets atime on each hit. Without it the
@@ -247,9 +253,11 @@ def evict(
     max_seconds: float = 600.0,
     rank: Callable[[list[Chunk]], list[Chunk]] | None = None,
     pins: Pins | None = None,
+    stale_temp_s: float | None = None,
 ) -> dict[str, Any]:
-    """Remove dead namespaces, then bring the directory to the low watermark when it is above the high
-    one, never evicting a chunk in `pins` (read_pins); return the report. `rank` replaces the LRU order
+    """Remove dead namespaces and, with `stale_temp_s`, temp files not written for that long; then bring
+    the directory to the low watermark when it is above the high one, never evicting a chunk in `pins`
+    (read_pins); return the report. `rank` replaces the LRU order
     (the eviction benchmark's offline optimum)."""
     if not os.path.isdir(directory):
         raise UsageError(f"--dir {directory!r} is not a directory (is the L2 volume mounted there?)")
@@ -257,6 +265,11 @@ def evict(
         raise UsageError(f"--order {order!r}: expected one of {', '.join(ORDERS)}")
     if max_files < 1 or max_seconds <= 0:
         raise UsageError("--max-files and --max-seconds must be positive")
+    if stale_temp_s is not None and not 0 < stale_temp_s < float("inf"):  # nan fails too
+        raise UsageError(
+            f"--stale-temp-age {stale_temp_s:g}: expected seconds above any chunk write (the chart's"
+            " default is 3600); leave it out to keep temp files"
+        )
     if capacity is not None:
         capacity_bytes: int | None = parse_size(capacity)
     else:
@@ -289,6 +302,9 @@ def evict(
         "dead_namespaces_in_grace": [],
         "dead_files": 0,
         "dead_bytes": 0,
+        "stale_temp_age_s": stale_temp_s,
+        "stale_temp_files": 0,
+        "stale_temp_bytes": 0,
         "evicted_files": 0,
         "evicted_bytes": 0,
         "evicted": [],
@@ -305,6 +321,10 @@ def evict(
     remover = Remover(directory, dry_run)
     try:
         used = _remove_dead(found, remover, budget, report, used, int((started - dead_grace_s) * 1e9))
+        if stale_temp_s is not None and report["stopped"] is None:
+            used = _remove_stale_temps(
+                found.temps, remover, budget, report, used, int((started - stale_temp_s) * 1e9)
+            )
         if used > high_bytes and report["stopped"] is None:
             ordered = rank(found.chunks) if rank is not None else lru_order(found.chunks, order)
             used = _remove_lru(
@@ -326,8 +346,13 @@ def evict(
     held_by_pins = not report["ok"] and report["stopped"] is None and report["skipped_pinned"] > 0
     report["summary"] = (
         f"{verb} {report['dead_files']} dead-namespace files ({report['dead_bytes']} B, "
-        f"{len(found.dead) - len(report['dead_namespaces_in_grace'])} of {len(found.dead)} dead namespaces) "
-        f"and {report['evicted_files']} live chunk files ({report['evicted_bytes']} B, {order} order); "
+        f"{len(found.dead) - len(report['dead_namespaces_in_grace'])} of {len(found.dead)} dead namespaces)"
+        + (
+            f", {report['stale_temp_files']} stale temp files ({report['stale_temp_bytes']} B)"
+            if stale_temp_s is not None
+            else ""
+        )
+        + f" and {report['evicted_files']} live chunk files ({report['evicted_bytes']} B, {order} order); "
         f"used {report['used_bytes_before']} -> {used} B (high {high_bytes} B, low {low_bytes} B)"
         + (f"; stopped at {report['stopped']}" if report["stopped"] else "")
         + (f"; {report['pinned_bytes']} B pinned by the warm-up" if held_by_pins else "")
@@ -354,6 +379,26 @@ def _remove_dead(
                 report["dead_files"] += 1
                 report["dead_bytes"] += chunk.size
         remover.prune(name)
+    return used
+
+
+def _remove_stale_temps(
+    temps: list[Chunk], remover: Remover, budget: _Budget, report: dict, used: int, written_before_ns: int
+) -> int:
+    """Remove the temp files last written before `written_before_ns`: orphans of writers that died or
+    failed to clean up. One written to since the scan (a live writer) changed its mtime, and is kept."""
+    for temp in sorted(temps, key=lambda t: (t.mtime_ns, t.relpath)):
+        if temp.mtime_ns >= written_before_ns:
+            continue
+        report["stopped"] = budget.exhausted()
+        if report["stopped"]:
+            break
+        outcome = _remove_one(temp, remover, budget, report)
+        if outcome != "rewritten":
+            used -= temp.size
+        if outcome == "removed":
+            report["stale_temp_files"] += 1
+            report["stale_temp_bytes"] += temp.size
     return used
 
 
@@ -420,6 +465,11 @@ def main(argv: list[str] | None = None) -> int:
         "--dead-grace", type=float, default=3600.0, help="a dead namespace idle this long (s) goes"
     )
     parser.add_argument(
+        "--stale-temp-age",
+        type=float,
+        help="remove writers' temp files not written for this long (s); left out: temp files stay",
+    )
+    parser.add_argument(
         "--pins",
         help="file listing the warmed prefixes (<namespace>/<prefix>); their pinned chunks are never evicted",
     )
@@ -451,6 +501,7 @@ def main(argv: list[str] | None = None) -> int:
             max_files=args.max_files,
             max_seconds=args.max_seconds,
             pins=pins,
+            stale_temp_s=args.stale_temp_age,
         )
     except UsageError as exc:
         print(json.dumps({"check": "l2-evict", "ok": False, "summary": str(exc)}))
