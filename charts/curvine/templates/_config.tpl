@@ -66,6 +66,12 @@ read_chunk_num = {{ int .chunkNum }}
 read_parallel = {{ int .parallel }}
 read_slice_size = {{ .sliceSize | quote }}
 {{- end }}
+{{- with .Values.config.client }}
+conn_timeout_ms = {{ int64 .connectTimeoutMs }}
+rpc_timeout_ms = {{ int64 .rpcTimeoutMs }}
+rpc_retry_max_duration_ms = {{ int64 .rpcRetryMaxDurationMs }}
+data_timeout_ms = {{ int64 .dataTimeoutMs }}
+{{- end }}
 # Read by curvine-cli: the CSI controller creates each volume directory with mode 0777 & ~umask
 # (csi.volumeAccess.mode); the FUSE clients apply each request's own umask instead.
 umask = {{ include "curvine.volumeUmask" . }}
