@@ -104,8 +104,25 @@ def test_the_namespace_listing_counts_chunks_of_both_backends_and_never_pins(tmp
     (tmp_path / "tiny_0123456789ab" / "config.json").write_text("{}")
     l2_warm.write_pin(str(tmp_path), "support", {"a.data"}, [1, 2], None)
     chunks, temps = l2_warm.namespace_files(str(tmp_path))
-    assert chunks == {"a.data", NATIVE_CHUNK} and temps == 2
-    assert l2_warm.namespace_files(str(tmp_path / "never-written")) == (set(), 0)
+    assert chunks == {"a.data", NATIVE_CHUNK} and len(temps) == 2
+    assert l2_warm.namespace_files(str(tmp_path / "never-written")) == (set(), {})
+
+
+def test_an_orphaned_temp_file_does_not_hold_the_wait_but_a_temp_written_to_does(tmp_path: Path) -> None:
+    # A writer that died mid-store left its temp behind before this warm-up began: not in flight.
+    orphan = tmp_path / "dead.tmp"
+    orphan.write_bytes(b"half")
+    os.utime(orphan, ns=(1_000_000_000, 1_000_000_000))
+    before, temps_before = l2_warm.namespace_files(str(tmp_path))
+    (tmp_path / "k1.data").write_bytes(b"kv")
+    started = time.monotonic()
+    new = l2_warm.wait_written(str(tmp_path), before, chunks=1, timeout_s=5, temps_before=temps_before)
+    assert new == {"k1.data"} and time.monotonic() - started < 2
+    # The same name written to since the listing is a store under way: the wait holds until its timeout.
+    orphan.write_bytes(b"half and more")
+    started = time.monotonic()
+    l2_warm.wait_written(str(tmp_path), before, chunks=1, timeout_s=0.6, temps_before=temps_before)
+    assert time.monotonic() - started >= 0.6
 
 
 def test_waiting_for_a_prefix_ends_when_its_chunks_are_final(tmp_path: Path) -> None:

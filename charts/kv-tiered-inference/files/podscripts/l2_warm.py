@@ -32,6 +32,7 @@ The summary also goes to the container's termination message, so `kubectl descri
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -253,10 +254,11 @@ def wait_for_replicas(
 # --- The L2 namespace -----------------------------------------------------------------------------
 
 
-def namespace_files(directory: str) -> tuple[set[str], int]:
-    """(final chunk files below the namespace directory, temp files in flight); pins are neither."""
+def namespace_files(directory: str) -> tuple[set[str], dict[str, int]]:
+    """(final chunk files below the namespace directory, temp files with their mtime in ns); pins are
+    neither."""
     chunks: set[str] = set()
-    temps = 0
+    temps: dict[str, int] = {}
     for root, dirs, files in os.walk(directory):
         relative_root = os.path.relpath(root, directory)
         if relative_root == ".":
@@ -266,19 +268,34 @@ def namespace_files(directory: str) -> tuple[set[str], int]:
             if is_chunk_file(relative):
                 chunks.add(relative)
             elif name.endswith(TEMP_SUFFIX):
-                temps += 1
+                with contextlib.suppress(FileNotFoundError):  # renamed since the listing
+                    temps[relative] = os.stat(os.path.join(root, name)).st_mtime_ns
     return chunks, temps
 
 
-def wait_written(directory: str, before: set[str], chunks: int, timeout_s: float) -> set[str]:
+def in_flight(temps: dict[str, int], before: dict[str, int]) -> int:
+    """Temp files written since `before` was listed: new ones, or old ones written to since. A temp that
+    sat unchanged since then belongs to no store of this warm-up (an orphan a dead writer left, which the
+    eviction's stale-temp step reclaims later): waiting for it would hold every warm-up to its timeout."""
+    return sum(1 for name, mtime in temps.items() if before.get(name) != mtime)
+
+
+def wait_written(
+    directory: str,
+    before: set[str],
+    chunks: int,
+    timeout_s: float,
+    temps_before: dict[str, int] | None = None,
+) -> set[str]:
     """The final chunk files new since `before`, once at least `chunks` are there and nothing is in flight
-    (LMCache stores after the response, off the request path); what there is at the timeout otherwise."""
+    (LMCache stores after the response, off the request path; in flight: temps new or changed since
+    `temps_before`, listed with `before`); what there is at the timeout otherwise."""
     deadline = time.monotonic() + timeout_s
     while True:
         started = time.monotonic()
         present, temps = namespace_files(directory)
         new = present - before
-        if (len(new) >= chunks and temps == 0) or time.monotonic() >= deadline:
+        if (len(new) >= chunks and not in_flight(temps, temps_before or {})) or time.monotonic() >= deadline:
             return new
         # A large namespace on a FUSE mount takes a while to list: never list more than half the time.
         time.sleep(max(POLL_S, time.monotonic() - started))
@@ -386,7 +403,7 @@ def warm_one(prefix: Prefix, writer: str, verifier: str | None, settings: Settin
         return outcome
     whole = outcome.chunks * settings.chunk_tokens
     directory = settings.namespace_dir
-    before = namespace_files(directory)[0] if directory else set()
+    before, temps_before = namespace_files(directory) if directory else (set(), {})
     try:
         l0, connector = served(writer, settings.model, tokens, prefix.cache_salt, settings.request_timeout_s)
     except WarmError as error:
@@ -397,7 +414,7 @@ def warm_one(prefix: Prefix, writer: str, verifier: str | None, settings: Settin
     if directory:
         # Cached already (an upgrade that kept the namespace): nothing new to wait for.
         wait = 0.0 if outcome.already_cached else settings.write_timeout_s
-        new = wait_written(directory, before, outcome.chunks, wait)
+        new = wait_written(directory, before, outcome.chunks, wait, temps_before)
         outcome.written = len(new)
     if verifier is None:
         # One replica (models[].replicas: 1): the write is all that can be shown; said in the summary.
