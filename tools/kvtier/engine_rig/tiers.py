@@ -97,6 +97,9 @@ class TieredRig(processes.Rig):
     tiers: str = ALL_TIERS
     engine_args: tuple[str, ...] = ()
     integrity: bool = True  # cache.l2.integrity
+    # Replica i's L2 volume is l2_dirs[i] when given (one mount per pod, as a FUSE claim gives each pod);
+    # by default every replica mounts work_dir/l2.
+    l2_dirs: tuple[Path, ...] = ()
     log: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr))
     started: list[processes.Process] = field(default_factory=list)
     l2_dir: Path | None = None
@@ -143,7 +146,7 @@ class TieredRig(processes.Rig):
     def _launch(self, index: int, log_name: str = "", port: int | None = None) -> processes.Process:
         assert self.engine is not None, "start() renders the engine first"
         models, pod = self.work_dir / "models", self.work_dir / f"pod-{index}"
-        shared_l2 = self.work_dir / SHARED_L2
+        shared_l2 = self.l2_dirs[index] if index < len(self.l2_dirs) else self.work_dir / SHARED_L2
         volumes = {"l2cache": shared_l2, "model": models, "cache": pod / "cache", "tmp": pod / "tmp"}
         for directory in volumes.values():
             directory.mkdir(parents=True, exist_ok=True)
