@@ -13,12 +13,13 @@ mount:
   enableMetaCache true.
 
 Per trial and backend (the order alternates trial by trial): the links are pointed at the backend, A stores a
-fresh prompt, and once its chunk files are final B asks for the same prompt under
-`strace -f -T` of B's whole process tree. Syscalls on B's L2 paths (and the descriptors opened on them) are
-summed per kind; curvine-fuse's /metrics of B's mount is scraped before and after; B's LMCache log lines of
-the hit are kept. The first trial is a warm-up, left out.
+fresh prompt, and once its chunk files are final (listed through A's mount, so B's caches stay cold) B asks
+for the same prompt under `strace -f -T` of B's whole process tree. Syscalls on B's L2 paths (and on the
+descriptors opened there) are summed per kind; the masters' audit lines (one per RPC) are counted,
+curvine-fuse's /metrics of B's mount is scraped before and after, and B's LMCache log lines of the hit are
+kept. The first trial is a warm-up, left out.
 
-    .venv/bin/python benchmarks/curvine_hit_trace.py [--trials 5] [--words 1500] [--meta-cache] [--out DIR]
+    .venv/bin/python benchmarks/curvine_hit_trace.py [--trials 5] [--words 1800] [--meta-cache] [--out DIR]
 
 As root. Exit 0 when every traced hit loaded tokens from L2 on every backend, 1 when one did not, 2 when
 Curvine, strace or the engines cannot start.
@@ -52,7 +53,9 @@ from kvtier.errors import UserError
 from kvtier.podscripts import kvcheck
 
 NETNS_ENV = "KVTIER_HITTRACE_NETNS"
-SYSCALLS = "%file,read,pread64,readv,preadv,openat,close,fstat,newfstatat,statx,getdents64,fadvise64,lseek"
+SYSCALLS = (
+    "%file,read,pread64,readv,preadv,openat,close,fstat,newfstatat,statx,getdents64,fadvise64,lseek,ioctl"
+)
 KIND_OF = {
     **dict.fromkeys(("openat", "open", "creat", "openat2"), "open"),
     **dict.fromkeys(("read", "pread64", "readv", "preadv", "preadv2"), "read"),
@@ -218,11 +221,21 @@ def point(link: Path, target: Path) -> None:
 
 
 def scrape(port: int) -> dict[str, float]:
+    """curvine-fuse's /metrics, one entry per labelled series (by FUSE opcode), histogram buckets left out."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:  # loopback
-            return kvcheck.parse_metrics(reply.read().decode())
+            text = reply.read().decode()
     except OSError:
         return {}
+    series = {}
+    for line in text.splitlines():
+        parts = line.rsplit(None, 1)
+        if len(parts) == 2 and not line.startswith("#") and "_bucket" not in parts[0]:
+            try:
+                series[parts[0]] = float(parts[1])
+            except ValueError:
+                continue
+    return series
 
 
 def delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
@@ -242,9 +255,17 @@ def trial(rig: tiers.TieredRig, backend: str, setup: dict[str, Any], words: int,
     url_a, b = rig.started[0].url, rig.started[1]
     prompt = kvcheck.long_prompt(words)
     tokens = tiers.prompt_tokens(url_a, prompt)
-    present = len(rig.chunk_files())
+    # Listed through A's mount: a listing through B's would fill B's caches before its hit.
+    assert rig.l2_dir is not None
+    mine = setup["links"][0] / rig.l2_dir.relative_to(setup["links"][1])
+    present = len(list(mine.glob("*.data")))
     tiers.ask(rig, 0, prompt, "A stores")
-    rig.wait_for_chunks(present + tokens // rig.chunk_size)
+    want = present + tokens // rig.chunk_size
+    deadline = time.monotonic() + 60
+    while len(list(mine.glob("*.data"))) < want:
+        if time.monotonic() > deadline:
+            raise RigError(f"A's chunk files did not appear in {mine} within 60 s")
+        time.sleep(0.2)
     time.sleep(1.0)  # A's last rename settled
     port = setup["ports"].get(backend)
     before = scrape(port) if port else {}
@@ -383,7 +404,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=5, help="traced hits per backend after a warm-up")
-    parser.add_argument("--words", type=int, default=1500, help="words per prompt (about a token each)")
+    parser.add_argument("--words", type=int, default=1800, help="words per prompt (about a token each)")
     parser.add_argument(
         "--meta-cache", action="store_true", help="also B through a mount with FUSE meta caching"
     )
