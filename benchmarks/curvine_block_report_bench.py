@@ -98,9 +98,13 @@ class Pair(rp.Cluster):
 
 
 def master_report_metric() -> dict[str, float]:
-    """The master's WorkerBlockReport histogram so far (microseconds): sum, count and each bucket's count."""
+    """The master's WorkerBlockReport histogram so far, from its web port."""
     with urllib.request.urlopen(f"http://{MASTER}:9101/metrics", timeout=10) as reply:  # own namespace
-        text = reply.read().decode()
+        return report_histogram(reply.read().decode())
+
+
+def report_histogram(text: str) -> dict[str, float]:
+    """WorkerBlockReport's `operation_duration` (microseconds) in Prometheus text: sum, count, "le N"."""
     got: dict[str, float] = {}
     for kind, labels, value in METRIC.findall(text):
         if '"WorkerBlockReport"' in labels:
