@@ -245,3 +245,32 @@ def test_a_chart_version_helm_refuses_is_shown_through_the_probe(version: str, a
     expr = chartcopy.chart_expr("not-semver")
     assert expr.startswith("(dict ") and '"Version" "not-semver"' in expr and '"Name" $.Chart.Name' in expr
     assert chartcopy.chart_expr("") == "$.Chart"
+
+
+def test_a_failed_up_front_render_leaves_each_case_to_render_on_its_own(tmp_path: Path) -> None:
+    # A Helm run past its timeout on a loaded machine (CI, 2026-12-07) raised out of the prefetch, and the
+    # session ended with every case of the chart unrun.
+    import subprocess
+
+    from pytest_helm_unittest.render import Renderer
+    from pytest_helm_unittest.request import RenderRequest, RenderResult
+
+    def request(name: str) -> RenderRequest:
+        return RenderRequest(tmp_path, "", (), (), (), name, "default", 1, False, "1", "30", (), "{}")
+
+    slow, quick = request("slow"), request("quick")
+    calls: list[str] = []
+
+    class FlakyRenderer(Renderer):
+        def _render(self, req: RenderRequest) -> RenderResult:
+            calls.append(req.release_name)
+            if req is slow and calls.count("slow") == 1:
+                raise subprocess.TimeoutExpired(["helm", "template"], 300)
+            return RenderResult({"t.yaml": req.release_name})
+
+    renderer = FlakyRenderer(tmp_path / "helm", tmp_path)
+    renderer.prefetch({slow, quick}, {slow, quick}, workers=2)
+    assert renderer.prefetch_failures == 1
+    assert renderer.render(slow).files == {"t.yaml": "slow"}, "the failed render was not cached"
+    assert renderer.render(quick).files == {"t.yaml": "quick"}
+    assert sorted(calls) == ["quick", "slow", "slow"]

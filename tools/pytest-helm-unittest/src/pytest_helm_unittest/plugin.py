@@ -406,4 +406,6 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         line = f"helm-unittest plugin: {renderer.runs} helm template runs"
         if renderer.batch_rejects:
             line += f", {renderer.batch_rejects} batch(es) rendered one by one after a failed self-check"
+        if renderer.prefetch_failures:
+            line += f", {renderer.prefetch_failures} up-front render(s) failed and were redone case by case"
         terminalreporter.write_line(line)

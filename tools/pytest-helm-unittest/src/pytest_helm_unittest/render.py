@@ -40,6 +40,7 @@ class Renderer:
         self._copying = threading.Lock()  # chart copies are shared between requests
         self.runs = 0
         self.batch_rejects = 0  # batches whose self-check failed (rendered one by one instead)
+        self.prefetch_failures = 0  # up-front renders that raised (each case then renders on its own)
 
     def render(self, req: RenderRequest) -> RenderResult:
         with self._guard:
@@ -133,7 +134,13 @@ class Renderer:
         tasks += [functools.partial(self._batch, key, members) for key, members in groups.items()]
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
             for future in [pool.submit(t) for t in tasks]:
-                future.result()
+                # Only a head start: a render that raises here (a Helm run past its timeout on a loaded
+                # machine) must not end the session with every case unrun. Nothing was cached for it, so
+                # each case renders again on its own and reports its own error, as helm-unittest would.
+                try:
+                    future.result()
+                except Exception:
+                    self.prefetch_failures += 1
 
     def _batch(self, key: RenderRequest, members: list[RenderRequest]) -> None:
         if len(members) < 2:
