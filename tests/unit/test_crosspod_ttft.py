@@ -4,7 +4,6 @@ real engines through Curvine: the benchmark itself)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import statistics
 from types import SimpleNamespace
@@ -14,13 +13,12 @@ import numpy
 import pytest
 from test_kvcheck_fakes import FakeReplica, Reply, as_json, serve
 
-from kvtier import paths
+from harness import benchmark_scripts
 from kvtier.bench import crosspod_probe, crosspod_summary
 from kvtier.cluster.realnode import config as realconfig
 from kvtier.errors import UserError
 
 CHUNK = 256
-BENCH = paths.ROOT / "benchmarks" / "crosspod_ttft_bench.py"
 
 
 class SharedL2Replica(FakeReplica):
@@ -137,11 +135,7 @@ def test_the_paired_ratio_is_the_median_of_each_numbers_ratio_where_both_hit() -
 
 @pytest.fixture(scope="module")
 def bench() -> Any:
-    spec = importlib.util.spec_from_file_location("crosspod_ttft_bench", BENCH)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_scripts.load("crosspod_ttft_bench")
 
 
 class PodsKube:

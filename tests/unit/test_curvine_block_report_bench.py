@@ -3,15 +3,11 @@ histogram and the worker's log, and the one-master cut of the readpath bench's c
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from typing import Any
 
 import pytest
 
-from kvtier import paths
-
-SCRIPT = paths.ROOT / "benchmarks" / "curvine_block_report_bench.py"
+from harness import benchmark_scripts
 
 # Curvine v0.4.1 master /metrics: operation_duration, label `operation`, buckets in us (master_metrics.rs).
 METRICS = """\
@@ -28,13 +24,7 @@ operation_duration_count{operation="CreateFile"} 7
 
 @pytest.fixture(scope="module")
 def bench() -> Any:
-    sys.path.insert(0, str(SCRIPT.parent))  # it imports curvine_readpath_bench from beside itself
-    spec = importlib.util.spec_from_file_location("curvine_block_report_bench", SCRIPT)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_scripts.load("curvine_block_report_bench")
 
 
 def test_histogram_only_the_block_report(bench: Any) -> None:

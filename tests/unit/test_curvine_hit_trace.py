@@ -3,15 +3,11 @@ L2's and under which kind."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from typing import Any
 
 import pytest
 
-from kvtier import paths
-
-SCRIPT = paths.ROOT / "benchmarks" / "curvine_hit_trace.py"
+from harness import benchmark_scripts
 
 # strace -f -tt -T as it writes one chunk read (pid 10) beside a read of another file by a second thread.
 TRACE = """\
@@ -30,13 +26,7 @@ TRACE = """\
 
 @pytest.fixture(scope="module")
 def trace() -> Any:
-    sys.path.insert(0, str(SCRIPT.parent))  # it imports curvine_readpath_bench from beside itself
-    spec = importlib.util.spec_from_file_location("curvine_hit_trace", SCRIPT)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_scripts.load("curvine_hit_trace")
 
 
 def test_split_calls_are_joined_with_their_time(trace: Any) -> None:

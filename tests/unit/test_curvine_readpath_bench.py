@@ -4,28 +4,19 @@ changed), and the choice of a setting follows its rule."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kvtier import paths
+from harness import benchmark_scripts
 from kvtier.upstream import curvine_config
-
-SCRIPT = paths.ROOT / "benchmarks" / "curvine_readpath_bench.py"
 
 
 @pytest.fixture(scope="module")
 def bench() -> Any:
-    spec = importlib.util.spec_from_file_location("curvine_readpath_bench", SCRIPT)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_scripts.load("curvine_readpath_bench")
 
 
 @pytest.fixture(scope="module")
