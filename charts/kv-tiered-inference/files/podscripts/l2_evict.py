@@ -368,16 +368,9 @@ def _remove_dead(
         if held.newest_use_ns > idle_before_ns:
             report["dead_namespaces_in_grace"].append(name)
             continue
-        for chunk in held.files:
-            report["stopped"] = budget.exhausted()
-            if report["stopped"]:
-                return used
-            outcome = _remove_one(chunk, remover, budget, report)
-            if outcome != "rewritten":
-                used -= chunk.size
-            if outcome == "removed":
-                report["dead_files"] += 1
-                report["dead_bytes"] += chunk.size
+        used = _remove_counted(held.files, remover, budget, report, used, "dead")
+        if report["stopped"]:
+            return used
         remover.prune(name)
     return used
 
@@ -387,18 +380,27 @@ def _remove_stale_temps(
 ) -> int:
     """Remove the temp files last written before `written_before_ns`: orphans of writers that died or
     failed to clean up. One written to since the scan (a live writer) changed its mtime, and is kept."""
-    for temp in sorted(temps, key=lambda t: (t.mtime_ns, t.relpath)):
-        if temp.mtime_ns >= written_before_ns:
-            continue
+    stale = [
+        t for t in sorted(temps, key=lambda t: (t.mtime_ns, t.relpath)) if t.mtime_ns < written_before_ns
+    ]
+    return _remove_counted(stale, remover, budget, report, used, "stale_temp")
+
+
+def _remove_counted(
+    files: list[Chunk], remover: Remover, budget: _Budget, report: dict, used: int, counted: str
+) -> int:
+    """Remove `files` in order, whatever the watermarks, until the budget runs out (report["stopped"]);
+    each one removed counts in `<counted>_files` and `<counted>_bytes`. The bytes still used."""
+    for file in files:
         report["stopped"] = budget.exhausted()
         if report["stopped"]:
             break
-        outcome = _remove_one(temp, remover, budget, report)
+        outcome = _remove_one(file, remover, budget, report)
         if outcome != "rewritten":
-            used -= temp.size
+            used -= file.size
         if outcome == "removed":
-            report["stale_temp_files"] += 1
-            report["stale_temp_bytes"] += temp.size
+            report[f"{counted}_files"] += 1
+            report[f"{counted}_bytes"] += file.size
     return used
 
 
